@@ -1,0 +1,35 @@
+"""The collector: run real distributed training jobs, sample them, label burst/idle.
+
+Data flow: :mod:`job` (what to run) -> :mod:`launcher` (start workers, optionally in
+:mod:`netns` emulated hosts, sample them) -> ``sampling`` / ``series`` / ``labeller`` (raw
+counters -> rates -> 12 metrics) -> :mod:`results` (one row per job in ``results.csv``) ->
+:mod:`sweep` (many jobs, resumable) and :mod:`plot` (see the burst/idle split).
+
+Importing this package is cheap; torch is imported only when a job is run.
+"""
+from __future__ import annotations
+
+_LAZY = {
+    "JobSpec": "driple.collect.job",
+    "JobResult": "driple.collect.job",
+    "JobInterrupted": "driple.collect.job",
+    "run_job": "driple.collect.launcher",
+    "ResultTable": "driple.collect.results",
+    "load_results": "driple.collect.results",
+    "run_sweep": "driple.collect.sweep",
+    "load_grid": "driple.collect.sweep",
+    "write_grid": "driple.collect.sweep",
+    "plot_job": "driple.collect.plot",
+    "EmulatedCluster": "driple.collect.netns",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'driple.collect' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)
