@@ -1,0 +1,120 @@
+"""What to run: a job specification, its stable id, and the result of running it.
+
+A :class:`JobSpec` names the model (a zoo name, or ``module:function`` / ``path/to/file.py:function``
+for the user's own code), its knobs, batch size, optimizer and the seed. Together with a
+setting and the measurement length it gives a stable :func:`job_id`, so a sweep that is
+restarted recognises the jobs it has already done.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from driple.errors import DripleError
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+@dataclass
+class JobSpec:
+    """One training job.
+
+    model: zoo name (``driple zoo``) or ``module:function`` / ``file.py:function`` returning a
+        workload (``model``, ``make_batch``, ``loss_fn``) or an ``nn.Module`` with an
+        ``input_shape`` attribute (shape of one sample; the loss is then the mean square output).
+    batch_size: samples per worker per iteration (None: the model's default).
+    optimizer: ``sgd``, ``adam`` or ``adamw``; lr: learning rate (None: the optimizer default).
+    knobs: keyword arguments of the model builder (e.g. ``{"depth": 8}``).
+    seed: seeds weights and synthetic data (worker ``r`` draws its data with ``seed + r``).
+    warmup: iterations run before measurement starts (excluded from every figure).
+    iterations: measured iterations per worker; None lets ``seconds`` decide.
+    """
+
+    model: str
+    batch_size: int | None = None
+    optimizer: str = "sgd"
+    lr: float | None = None
+    knobs: dict = field(default_factory=dict)
+    seed: int = 0
+    warmup: int = 5
+    iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise DripleError("a job needs a model: a zoo name or 'module:function'")
+        self.optimizer = str(self.optimizer).lower()
+        if self.optimizer not in OPTIMIZERS:
+            raise DripleError(
+                f"unknown optimizer {self.optimizer!r}; use one of {', '.join(OPTIMIZERS)}"
+            )
+        if self.batch_size is not None and int(self.batch_size) < 1:
+            raise DripleError("batch size must be a positive number of samples")
+        if self.warmup < 1:
+            raise DripleError("warm-up needs at least 1 iteration (the first one is never typical)")
+        if self.iterations is not None and self.iterations < 1:
+            raise DripleError("iterations must be at least 1")
+        self.knobs = dict(self.knobs or {})
+
+    @property
+    def is_user_code(self) -> bool:
+        """True when ``model`` names the user's own ``module:function``."""
+        return ":" in self.model
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if "model" not in known and "name" in data:  # zoo.sweep_configs() spelling
+            known["model"] = data["name"]
+        return cls(**known)
+
+
+def job_id(spec: JobSpec, setting_id: str, seconds: float) -> str:
+    """Stable, readable id of a job: ``<model>-bs<batch>-<hash of everything>``.
+
+    The same spec in the same setting measured for the same time always gets the same id.
+    """
+    key = json.dumps(
+        {"spec": spec.to_dict(), "setting": setting_id, "seconds": float(seconds)},
+        sort_keys=True,
+        default=str,
+    )
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    stem = re.sub(r"[^A-Za-z0-9_.]+", "_", spec.model.rsplit(":", 1)[-1])[:32]
+    bs = spec.batch_size if spec.batch_size is not None else "d"
+    return f"{stem}-bs{bs}-{digest}"
+
+
+@dataclass
+class JobResult:
+    """Outcome of one job: the result-table row and where its raw data lives.
+
+    row: one ``results.csv`` row (see :data:`driple.collect.results.BASE_COLUMNS`).
+    raw_path: sampler counters (``raw/<job_id>.npz``), None when nothing was sampled.
+    detail_path: per-worker labels, iteration and bucket logs (``raw/<job_id>.json``).
+    """
+
+    row: dict
+    raw_path: Path | None
+    detail_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.row.get("status") == "ok"
+
+    @property
+    def job_id(self) -> str:
+        return self.row["job_id"]
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) arrived during a job; ``result`` holds the failed row, already cleaned up."""
+
+    def __init__(self, result: JobResult):
+        super().__init__("job interrupted")
+        self.result = result

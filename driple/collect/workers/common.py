@@ -1,0 +1,116 @@
+"""What every worker process shares: the job file, the env contract, the logs it writes.
+
+The launcher (or ``torchrun``) starts a worker with the torch env contract — ``MASTER_ADDR``,
+``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` — and ``--job JOB.json``. The same
+worker therefore runs under torchrun across real hosts. A worker writes, into the job's work
+directory:
+
+- ``<name>.pid``: its pid (the launcher samples it; torchrun hides worker pids otherwise),
+- ``<name>.iters``: one line per iteration ``index start_ns end_ns`` (``time.monotonic_ns``);
+  indexes below ``warmup`` are warm-up,
+- ``<name>.buckets`` (DDP): one line per gradient bucket ``iteration bucket bytes start_ns end_ns``,
+- ``<name>.json``: model facts (parameter count and bytes, family, config).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+
+def parse_args(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description="driple collector worker (started by the launcher or torchrun)")
+    parser.add_argument("--job", required=True, help="job description written by the launcher")
+    args = parser.parse_args(argv)
+    return json.loads(Path(args.job).read_text())
+
+
+def env_contract() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from the torch env contract."""
+    try:
+        rank = int(os.environ["RANK"])
+        world = int(os.environ["WORLD_SIZE"])
+    except KeyError as err:
+        raise SystemExit(f"worker needs the torch env contract (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): missing {err}")
+    return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def single_thread() -> None:
+    """One compute thread per worker: each worker's cores allotment is 1."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set (e.g. by an earlier parallel op)
+        pass
+
+
+def announce(workdir: Path, name: str) -> None:
+    """Write ``<name>.pid`` atomically so the launcher can sample this process."""
+    tmp = workdir / f".{name}.pid.tmp"
+    tmp.write_text(str(os.getpid()))
+    os.replace(tmp, workdir / f"{name}.pid")
+
+
+class IterationLog:
+    """Per-iteration timestamps (monotonic ns) written and flushed as they happen."""
+
+    def __init__(self, path: Path):
+        self._f = open(path, "w", buffering=1)
+        self.count = 0
+        self._start = None
+
+    def start(self) -> None:
+        self._start = time.monotonic_ns()
+
+    def end(self) -> int:
+        end = time.monotonic_ns()
+        self._f.write(f"{self.count} {self._start} {end}\n")
+        self.count += 1
+        return end - self._start
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def write_info(workdir: Path, name: str, workload, model) -> None:
+    params = list(model.parameters())
+    info = {
+        "name": getattr(workload, "name", None),
+        "family": getattr(workload, "family", None),
+        "config": _jsonable(getattr(workload, "config", {}) or {}),
+        "param_count": int(sum(p.numel() for p in params)),
+        "param_bytes": int(sum(p.numel() * p.element_size() for p in params)),
+        "trainable_bytes": int(sum(p.numel() * p.element_size() for p in params if p.requires_grad)),
+        "pid": os.getpid(),
+    }
+    tmp = workdir / f".{name}.json.tmp"
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, workdir / f"{name}.json")
+
+
+def _jsonable(obj):
+    try:
+        json.dumps(obj)
+        return obj
+    except TypeError:
+        return {str(k): repr(v) for k, v in dict(obj).items()} if isinstance(obj, dict) else repr(obj)
+
+
+def device_for(job: dict, local_rank: int):
+    import torch
+
+    if job["setting"]["device"] == "gpu":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
