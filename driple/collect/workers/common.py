@@ -76,9 +76,20 @@ class IterationLog:
         self._f.close()
 
 
-def write_info(workdir: Path, name: str, workload, model) -> None:
+def batch_len(inputs) -> int | None:
+    """Samples in a batch: first dimension of the (first) input tensor."""
+    while isinstance(inputs, (list, tuple)) and inputs:
+        inputs = inputs[0]
+    if isinstance(inputs, dict) and inputs:
+        inputs = next(iter(inputs.values()))
+    shape = getattr(inputs, "shape", None)
+    return int(shape[0]) if shape else None
+
+
+def write_info(workdir: Path, name: str, workload, model, inputs=None) -> None:
     params = list(model.parameters())
     info = {
+        "batch_size": batch_len(inputs),
         "name": getattr(workload, "name", None),
         "family": getattr(workload, "family", None),
         "config": _jsonable(getattr(workload, "config", {}) or {}),

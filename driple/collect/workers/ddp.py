@@ -86,13 +86,13 @@ def main(argv=None) -> int:
     torch.manual_seed(spec["seed"])
     workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
     model = workload.model.to(device)
-    write_info(workdir, name, workload, model)
     ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     recorder = BucketRecorder(workdir / f"{name}.buckets")
     ddp.register_comm_hook(recorder, logged_allreduce_hook)
     optimizer = make_optimizer(spec["optimizer"], ddp.parameters(), lr=spec["lr"])
     gen = torch.Generator().manual_seed(spec["seed"] + rank)
     inputs, targets = workload.make_batch(spec["batch_size"], generator=gen, device=device)
+    write_info(workdir, name, workload, model, inputs)
 
     log = IterationLog(workdir / f"{name}.iters")
 

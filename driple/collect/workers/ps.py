@@ -132,7 +132,8 @@ def main(argv=None) -> int:
     from driple.collect.workload import load_workload, make_optimizer
 
     spec = job["spec"]
-    device = device_for(job, local_rank) if not is_server else torch.device("cpu")
+    # servers run first on a host: a worker's GPU is its local rank among the workers
+    device = torch.device("cpu") if is_server else device_for(job, max(0, local_rank - servers))
     torch.manual_seed(spec["seed"])  # same initial weights on every rank
     workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
     params = [p for p in workload.model.parameters() if p.requires_grad]
@@ -156,9 +157,9 @@ def main(argv=None) -> int:
         return 0
 
     model = workload.model.to(device)
-    write_info(workdir, name, workload, model)
     gen = torch.Generator().manual_seed(spec["seed"] + rank)
     inputs, targets = workload.make_batch(spec["batch_size"], generator=gen, device=device)
+    write_info(workdir, name, workload, model, inputs)
     shards = [[i for i, o in enumerate(owner) if o == s] for s in range(servers)]
     log = IterationLog(workdir / f"{name}.iters")
 

@@ -1,0 +1,429 @@
+"""Run one real distributed training job, sample it, and turn it into a result row.
+
+:func:`run_job` starts every rank of a setting (servers first for ``ps``, then workers) as its
+own process with the torch env contract (``MASTER_ADDR``/``PORT``, ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``), or through ``torchrun`` (``launcher="torchrun"``, loopback only). In an
+emulated setting (network != ``lo``) each rank runs in its own namespace of an
+:class:`~driple.collect.netns.EmulatedCluster`. A :class:`~driple.collect.sampling.SamplerProcess`
+samples every rank while it runs; afterwards each rank's series is labelled over its
+measurement window (after warm-up, taken from its iteration log) and the row is built by
+:mod:`driple.collect.results`.
+
+Whatever happens — a rank crashes, the job hangs past ``timeout``, Ctrl-C or SIGTERM — every
+process group started here is killed, the sampler stopped and the namespaces removed before
+:func:`run_job` returns (or raises :class:`~driple.collect.job.JobInterrupted`).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as make_job_id
+from driple.errors import DripleError
+from driple.settings import Setting, parse_setting
+
+LAUNCHERS = ("env", "torchrun")
+POLL_S = 0.05
+KILL_GRACE_S = 3.0
+
+
+def default_timeout(seconds: float) -> float:
+    """Seconds after which a job counts as hung: start-up and warm-up get 90 s, measurement x2."""
+    return 90.0 + 2.0 * float(seconds)
+
+
+def roles(setting: Setting) -> list[str]:
+    """Process names by rank: ``server0..`` then ``worker0..`` (a DDP setting has only workers)."""
+    return [f"server{i}" for i in range(setting.servers)] + [f"worker{i}" for i in range(setting.workers)]
+
+
+def run_job(
+    spec: JobSpec | dict,
+    setting: Setting | str,
+    seconds: float = 10.0,
+    out_dir: str | os.PathLike = "runs",
+    *,
+    timeout: float | None = None,
+    launcher: str = "env",
+    period_s: float = 0.01,
+    job_id: str | None = None,
+) -> JobResult:
+    """Launch ``spec`` in ``setting`` for real, measure ``seconds`` after warm-up, return its row.
+
+    Writes ``out_dir/raw/<job_id>.npz`` (sampled counters), ``.json`` (per-rank labels,
+    iteration and bucket logs) and ``.log`` (the ranks' output). Never raises for a failed job:
+    the row has ``status="failed"`` and a ``reason``. Raises :class:`JobInterrupted` (a
+    ``KeyboardInterrupt`` carrying the failed result) on Ctrl-C / SIGTERM, after cleaning up,
+    and :class:`DripleError` for unusable input (unknown setting, no root for namespaces).
+    """
+    spec = spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
+    setting = parse_setting(setting)
+    if launcher not in LAUNCHERS:
+        raise DripleError(f"unknown launcher {launcher!r}; use 'env' or 'torchrun'")
+    if launcher == "torchrun" and setting.emulated:
+        raise DripleError("torchrun starts all ranks on one host; emulated settings use launcher='env'")
+    if float(seconds) <= 0 and spec.iterations is None:
+        raise DripleError("seconds must be positive (length of the measurement after warm-up)")
+    if setting.device == "gpu":
+        _require_gpus(setting)
+    if setting.emulated:
+        from driple.collect.netns import require_root
+
+        require_root()
+    timeout = float(timeout) if timeout else default_timeout(seconds)
+    out_dir = Path(out_dir)
+    raw_dir = out_dir / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    jid = job_id or make_job_id(spec, setting.id, seconds)
+    work = raw_dir / f"{jid}.work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    for stale in raw_dir.glob(f"{jid}.*"):
+        if stale != work:
+            stale.unlink()
+    (work / "job.json").write_text(json.dumps({
+        "workdir": str(work.resolve()), "timeout": timeout, "seconds": float(seconds),
+        "setting": setting.to_dict(), "spec": spec.to_dict(),
+    }))
+
+    run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s)
+    started = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    interrupted = False
+    try:
+        with _signals_as_interrupt():
+            run.start_and_wait()
+    except KeyboardInterrupt:
+        interrupted = True
+        run.fail("interrupted by Ctrl-C/SIGTERM during the job (re-run on the next sweep)")
+    except DripleError:
+        raise
+    except Exception as err:  # a launcher bug or an OS error: the job fails, the sweep goes on
+        run.fail(f"launcher error: {err!r}")
+    finally:
+        with _deferred_interrupts() as pending:
+            run.cleanup()
+        interrupted = interrupted or pending.fired
+        if pending.fired and run.status == "ok":
+            run.fail("interrupted by Ctrl-C/SIGTERM during the job (re-run on the next sweep)")
+    duration = time.monotonic() - t0
+
+    from driple.collect.results import build_row
+
+    row, detail = build_row(run, started=started, duration_s=duration, out_dir=out_dir)
+    detail_path = raw_dir / f"{jid}.json"
+    _write_json(detail_path, detail)
+    _merge_logs(work, raw_dir / f"{jid}.log")
+    shutil.rmtree(work, ignore_errors=True)
+    raw_path = run.raw_path if run.raw_path and run.raw_path.exists() else None
+    result = JobResult(row=row, raw_path=raw_path, detail_path=detail_path)
+    if interrupted:
+        raise JobInterrupted(result)
+    return result
+
+
+class _Run:
+    """The processes, sampler and cluster of one job, and what became of them."""
+
+    def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s):
+        self.spec, self.setting, self.job_id = spec, setting, jid
+        self.work, self.raw_dir, self.timeout = work, raw_dir, timeout
+        self.launcher, self.period_s = launcher, period_s
+        self.names = roles(setting)
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.cluster = None
+        self.sampler = None
+        self.raw_path: Path | None = None
+        self.targets = []
+        self.status, self.reason = "ok", ""
+        self.sampler_t0_ns: int | None = None
+
+    def fail(self, reason: str) -> None:
+        if self.status == "ok":
+            self.status, self.reason = "failed", reason
+
+    # -- start --------------------------------------------------------------------------
+    def start_and_wait(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        hosts = [None] * len(self.names)
+        if self.setting.emulated:
+            from driple.collect.netns import EmulatedCluster
+
+            self.cluster = EmulatedCluster(len(self.names), self.setting.link_bps)
+            self.cluster.create()
+            hosts = self.cluster.hosts
+        if self.launcher == "torchrun":
+            self._spawn_torchrun()
+        else:
+            self._spawn_env(hosts)
+        pids = self._wait_pids(deadline)
+        if pids is None:
+            return
+        if self._start_sampler(pids, hosts):
+            self._supervise(deadline)
+
+    def _base_env(self) -> dict:
+        env = dict(os.environ)
+        path = [str(Path.cwd())] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        env.update({
+            "PYTHONPATH": os.pathsep.join(path),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONWARNINGS": "ignore::UserWarning",
+            "WORLD_SIZE": str(len(self.names)),
+        })
+        if self.setting.device == "gpu":
+            env.setdefault("NCCL_P2P_DISABLE", "1")  # one host: force NCCL through sockets
+            env.setdefault("NCCL_SHM_DISABLE", "1")
+        return env
+
+    def _module(self) -> str:
+        return f"driple.collect.workers.{self.setting.strategy}"
+
+    def _spawn_env(self, hosts) -> None:
+        base = self._base_env()
+        if self.cluster is not None:
+            master, port = self.cluster.hosts[0].address, 29500
+        else:
+            master, port = "127.0.0.1", _free_port()
+        for rank, name in enumerate(self.names):
+            env = dict(base, MASTER_ADDR=master, MASTER_PORT=str(port), RANK=str(rank),
+                       LOCAL_RANK=str(0 if hosts[rank] else rank),
+                       LOCAL_WORLD_SIZE=str(1 if hosts[rank] else len(self.names)))
+            cmd = [sys.executable, "-m", self._module(), "--job", str(self.work / "job.json")]
+            if hosts[rank] is not None:
+                env.update(hosts[rank].env())
+                cmd = hosts[rank].wrap(cmd)
+            self._popen(name, cmd, env)
+
+    def _spawn_torchrun(self) -> None:
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={len(self.names)}", "--max-restarts=0", "--monitor-interval=0.2",
+            "-m", self._module(), "--job", str(self.work / "job.json"),
+        ]
+        env = self._base_env()
+        env.pop("WORLD_SIZE")
+        self._popen("torchrun", cmd, env)
+
+    def _popen(self, name: str, cmd: list[str], env: dict) -> None:
+        log = open(self.work / f"{name}.log", "wb")
+        try:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+        self.procs.append((name, proc))
+
+    def _wait_pids(self, deadline: float) -> dict[str, int] | None:
+        """Pid of every rank (its ``.pid`` file); None when the job failed before that."""
+        if self.launcher == "env":
+            return {name: proc.pid for name, proc in self.procs}
+        while time.monotonic() < deadline:
+            pids = {}
+            for name in self.names:
+                f = self.work / f"{name}.pid"
+                if f.exists():
+                    pids[name] = int(f.read_text())
+            if len(pids) == len(self.names):
+                return pids
+            if self._check_exits():
+                return None
+            time.sleep(POLL_S)
+        self.fail(f"timeout: ranks did not start within {self.timeout:.0f} s")
+        return None
+
+    def _start_sampler(self, pids: dict[str, int], hosts) -> bool:
+        from driple.collect.sampling import SamplerProcess, Target
+
+        for rank, name in enumerate(self.names):
+            veth = hosts[rank].veth if hosts[rank] is not None else None
+            gpu = rank - self.setting.servers if (self.setting.device == "gpu" and name.startswith("worker")) else None
+            self.targets.append(Target(name=name, pid=pids[name], cores=1.0, veth=veth, gpu_index=gpu))
+        net_mode = "veth" if self.cluster is not None else "tcp_info"
+        sampler = SamplerProcess(self.targets, self.raw_dir / f"{self.job_id}.npz",
+                                 period_s=self.period_s, device=self.setting.device, net_mode=net_mode)
+        try:
+            sampler.start()
+        except DripleError as err:  # e.g. a rank already died: report the rank, not the sampler
+            time.sleep(0.5)
+            self._check_exits()
+            self.fail(f"sampler could not start: {err}")
+            return False
+        self.sampler = sampler
+        return True
+
+    # -- supervise ----------------------------------------------------------------------
+    def _check_exits(self) -> bool:
+        """True when the job is over (all ranks done, or one failed: then the row says why)."""
+        done = True
+        for name, proc in self.procs:
+            code = proc.poll()
+            if code is None:
+                done = False
+            elif code != 0:
+                self.fail(f"{name} {_describe_exit(code)}: {_last_error(self.work / f'{name}.log')}")
+                return True
+        return done
+
+    def _supervise(self, deadline: float) -> None:
+        while not self._check_exits():
+            if time.monotonic() > deadline:
+                self.fail(f"timeout: job still running after {self.timeout:.0f} s (hung ranks killed)")
+                return
+            time.sleep(POLL_S)
+
+    # -- clean up -----------------------------------------------------------------------
+    def cleanup(self) -> None:
+        """Kill every process group, stop the sampler, remove the cluster. Never raises."""
+        _kill_groups([p for _, p in self.procs])
+        if self.sampler is not None:
+            try:
+                self.raw_path = Path(self.sampler.stop())
+            except Exception as err:  # keep the job's outcome; say what the sampler did
+                self.fail(f"sampler failed: {err}")
+        if self.cluster is not None:
+            self.cluster.remove()
+
+
+def _kill_groups(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM each process group, then SIGKILL what is still there after a grace period."""
+    live = []
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            live.append(proc)
+        except (ProcessLookupError, PermissionError):
+            pass
+    end = time.monotonic() + KILL_GRACE_S
+    for proc in live:
+        try:
+            proc.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _last_error(log: Path) -> str:
+    """The most telling line of a rank's output: its last exception line, else its last line."""
+    try:
+        lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return "no output"
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
+            return line[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _require_gpus(setting: Setting) -> None:
+    try:
+        import torch
+
+        have = torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - any failure means no usable GPU
+        have = 0
+    if have < setting.workers:
+        raise DripleError(f"setting {setting.id} needs {setting.workers} GPUs on this host; found {have}")
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=_json_default))
+    os.replace(tmp, path)
+
+
+def _json_default(obj):
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+    except ImportError:
+        pass
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _merge_logs(work: Path, dest: Path) -> None:
+    with open(dest, "w") as out:
+        for log in sorted(work.glob("*.log")):
+            out.write(f"===== {log.stem} =====\n")
+            out.write(log.read_text(errors="replace"))
+
+
+@contextlib.contextmanager
+def _signals_as_interrupt():
+    """SIGTERM and SIGHUP raise KeyboardInterrupt like Ctrl-C, so clean-up always runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _Pending:
+    fired = False
+
+
+@contextlib.contextmanager
+def _deferred_interrupts():
+    """Hold Ctrl-C/SIGTERM/SIGHUP while cleaning up; ``.fired`` says one arrived."""
+    pending = _Pending()
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+
+    def _note(signum, frame):
+        pending.fired = True
+
+    old = {s: signal.signal(s, _note) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield pending
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
