@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 from driple.errors import DripleError
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         if module in registered:
             continue
         registered.add(module)
-        importlib.import_module(f"driple.cli.{module}").register(sub)
+        if importlib.util.find_spec(f"driple.cli.{module}") is not None:
+            importlib.import_module(f"driple.cli.{module}").register(sub)
     return parser
 
 
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except DripleError as err:
         print(f"driple: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed: not an error
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("driple: interrupted", file=sys.stderr)
         return 130

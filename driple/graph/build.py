@@ -1,0 +1,191 @@
+"""The input builder end to end: training step → op graph (+ communication) → groups → ``Data``.
+
+``build_input`` is what schedulers and the inspector call; ``build_zoo_input`` does the same
+for a zoo model by name. The returned :class:`torch_geometric.data.Data` has
+
+- ``x`` ``[G, F]`` float32: per-group features (see :mod:`driple.graph.features`), raw units
+  (the inspector scales them);
+- ``edge_index`` ``[2, E]`` and ``edge_weight`` ``[E]``: undirected group adjacency and the
+  number of op edges behind each group edge;
+- ``graph_attr`` ``[1, len(GRAPH_ATTRS)]`` float64: graph-level quantities for baselines;
+- ``feature_set``, ``num_groups``, ``summary`` (a plain dict of everything above and timings).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import torch
+from torch import nn
+
+from driple.errors import DripleError
+from driple.graph.comm import add_ddp_comm, add_ps_comm
+from driple.graph.features import OpVocabulary, default_vocabulary, feature_names, node_table
+from driple.graph.grouping import FluidGrouper
+from driple.graph.opgraph import build_op_graph
+from driple.graph.trace import trace_training_step
+from driple.settings import Setting, parse_setting
+
+#: Graph-level attributes (units): trainable parameters (count), FLOPs per step (GFLOP),
+#: forward output bytes (MB), bytes one worker sends per step (MB), batch size, ops in the graph.
+GRAPH_ATTRS = ("params", "gflops", "activation_mb", "comm_mb", "batch_size", "n_ops")
+
+
+@dataclass
+class GraphSummary:
+    """What the builder made, with the time each stage took (seconds)."""
+
+    ops: int
+    edges: int
+    params: int
+    gflops: float
+    activation_mb: float
+    comm_mb: float
+    comm_nodes: int
+    batch_size: int
+    groups: int
+    dropped_ops: int
+    strategy: str
+    workers: int
+    servers: int
+    optimizer: str
+    trace_s: float
+    graph_s: float
+    group_s: float
+    total_s: float
+    buckets_mb: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _resolve_strategy(strategy: Any, workers: int | None, servers: int | None) -> Setting:
+    if isinstance(strategy, Setting):
+        return strategy
+    if isinstance(strategy, str) and "-" in strategy:
+        return parse_setting(strategy)
+    if strategy in (None, "none", "single"):
+        return Setting(strategy="ddp", workers=1)
+    if strategy == "ddp":
+        return Setting(strategy="ddp", workers=workers or 2)
+    if strategy == "ps":
+        return Setting(strategy="ps", workers=workers or 2, servers=servers or 1)
+    raise DripleError(
+        f"unknown strategy {strategy!r}; use 'ddp', 'ps', 'none' or a setting id like 'cpu-ddp-w2-lo'"
+    )
+
+
+def op_graph_for(model: nn.Module, example_batch: Any, loss_fn=None, optimizer: Any = "sgd",
+                 strategy: Any = "ddp", workers: int | None = None, servers: int | None = None):
+    """Trace the step and add communication; returns ``(op graph, traced step, setting, comm)``."""
+    setting = _resolve_strategy(strategy, workers, servers)
+    traced = trace_training_step(model, example_batch, loss_fn=loss_fn, optimizer=optimizer)
+    graph = build_op_graph(traced)
+    if setting.strategy == "ps":
+        comm = add_ps_comm(graph, traced, setting.servers)
+    elif setting.workers > 1:
+        comm = add_ddp_comm(graph, traced, setting.workers)
+    else:
+        comm = []
+    return graph, traced, setting, comm
+
+
+def build_input(
+    model: nn.Module,
+    example_batch: Any,
+    loss_fn=None,
+    optimizer: Any = "sgd",
+    strategy: Any = "ddp",
+    workers: int | None = None,
+    servers: int | None = None,
+    groups: int = 100,
+    grouping: str = "uniform",
+    features: str = "driple",
+    seed: int = 42,
+    vocabulary: OpVocabulary | None = None,
+):
+    """Build the inspector's input for one training step of ``model``.
+
+    ``example_batch`` is ``(inputs, targets)`` (or just inputs); ``optimizer`` a name
+    (``"sgd"``, ``"adam"``, ``"adamw"``), class, instance or ``params -> optimizer`` function;
+    ``strategy`` ``"ddp"``, ``"ps"``, ``"none"`` or a setting id/:class:`Setting`.
+    Returns a :class:`torch_geometric.data.Data` (see module docstring).
+    """
+    from torch_geometric.data import Data
+
+    names = feature_names(features)
+    t0 = time.perf_counter()
+    graph, traced, setting, comm = op_graph_for(model, example_batch, loss_fn, optimizer,
+                                                strategy, workers, servers)
+    t1 = time.perf_counter()
+    vocab = vocabulary or default_vocabulary()
+    grouper = FluidGrouper(groups, policy=grouping, seed=seed).fit(graph)
+    table = node_table(graph, vocab)
+    agg = grouper.aggregate(graph, {k: table[k] for k in set(names) | {"n_ops"}})
+    for k in names:  # phase columns are shares of the group's ops, not counts
+        if k.startswith("share_"):
+            agg[k] = agg[k] / np.maximum(agg["n_ops"], 1)
+    x = np.stack([agg[k] for k in names], axis=1)
+    edge_index, edge_weight = grouper.group_edges(graph)
+    t2 = time.perf_counter()
+
+    summary = summarize(graph, traced, setting, comm, grouper, t0, t1, t2)
+    attrs = [summary.params, summary.gflops, summary.activation_mb, summary.comm_mb,
+             summary.batch_size, summary.ops]
+    return Data(
+        x=torch.tensor(x, dtype=torch.float32),
+        edge_index=torch.tensor(edge_index, dtype=torch.long),
+        edge_weight=torch.tensor(edge_weight, dtype=torch.float32),
+        graph_attr=torch.tensor([attrs], dtype=torch.float64),
+        num_nodes=grouper.n_groups_,
+        feature_set=features,
+        num_groups=grouper.n_groups_,
+        vocab_digest=vocab.digest,
+        summary=summary.to_dict(),
+    )
+
+
+def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], grouper: FluidGrouper,
+              t0: float, t1: float, t2: float) -> GraphSummary:
+    ops = [d for _, d in graph.nodes(data=True)]
+    is_comm = [d["phase"] == "comm" for d in ops]
+    return GraphSummary(
+        ops=graph.number_of_nodes(),
+        edges=graph.number_of_edges(),
+        params=traced.num_params,
+        gflops=sum(d["flops"] for d, c in zip(ops, is_comm) if not c) / 1e9,
+        activation_mb=sum(d["out_bytes"] for d in ops if d["phase"] == "forward") / 1e6,
+        comm_mb=sum(d["out_bytes"] for d, c in zip(ops, is_comm) if c and d["op"] != "comm.pull") / 1e6,
+        comm_nodes=sum(is_comm),
+        batch_size=traced.batch_size,
+        groups=grouper.n_groups_,
+        dropped_ops=grouper.dropped_,
+        strategy=setting.strategy if setting.workers > 1 or setting.strategy == "ps" else "none",
+        workers=setting.workers,
+        servers=setting.servers,
+        optimizer=traced.optimizer,
+        trace_s=traced.seconds,
+        graph_s=t1 - t0 - traced.seconds,
+        group_s=t2 - t1,
+        total_s=t2 - t0,
+        buckets_mb=[c["bytes"] / 1e6 for c in comm],
+    )
+
+
+def build_zoo_input(name: str, batch_size: int | None = None, optimizer: str = "sgd",
+                    strategy: Any = "ddp", workers: int | None = None, servers: int | None = None,
+                    **kwargs):
+    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options."""
+    from driple.zoo import build_workload
+
+    builder_opts = {k: kwargs.pop(k) for k in ("groups", "grouping", "features", "seed", "vocabulary")
+                    if k in kwargs}
+    wl = build_workload(name, batch_size=batch_size, **kwargs)
+    data = build_input(wl.model, wl.example_batch, loss_fn=wl.loss_fn, optimizer=optimizer,
+                       strategy=strategy, workers=workers, servers=servers, **builder_opts)
+    data.summary["model"] = wl.name
+    data.summary["family"] = wl.family
+    return data

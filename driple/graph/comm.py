@@ -1,0 +1,136 @@
+"""Communication nodes of a distributed strategy, added to a single-process op graph.
+
+A single-process trace has no communication; a distributed step does. Here:
+
+- **DDP** (all-reduce): gradients are grouped into buckets exactly as torch's Reducer does after
+  its first iteration — in gradient-ready order (the order gradients appear in the backward
+  trace), first bucket capped at 1 MiB, later ones at 25 MiB, using torch's own
+  ``_compute_bucket_assignment_by_size``. One ``comm.allreduce`` node per bucket, fed by the
+  gradients in it and feeding the optimizer ops that read them; buckets complete in order.
+- **Parameter server**: parameters are placed on P servers by greedy load balancing (largest
+  first onto the least-loaded server). Per server one ``comm.push`` (the gradients it owns) →
+  the update of its parameters → one ``comm.pull`` (the fresh parameters).
+
+Node ``out_bytes`` of a comm node is the bytes one worker moves for it per step in each
+direction it uses (ring all-reduce over W workers sends and receives 2(W-1)/W of the bucket; a
+push sends its shard, a pull receives it); ``bucket_bytes`` is the payload.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import torch
+
+from driple.graph.opgraph import resolve
+from driple.graph.trace import TracedStep
+
+#: DDP defaults in torch ≥ 2.0 (bytes): first bucket and every later bucket.
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+
+
+def ready_order(traced: TracedStep) -> list[int]:
+    """Indices of trainable parameters in the order their gradients are produced."""
+    nodes = {n: i for i, n in enumerate(traced.graph_module.graph.nodes)}
+    have = [i for i, g in enumerate(traced.grad_nodes) if g is not None]
+    return sorted(have, key=lambda i: nodes[traced.grad_nodes[i]])
+
+
+def ddp_buckets(
+    shapes: list[tuple[int, ...]],
+    dtypes: list[torch.dtype],
+    first_cap: int = DDP_FIRST_BUCKET_BYTES,
+    cap: int = DDP_BUCKET_BYTES,
+) -> list[list[int]]:
+    """Bucket tensors given in gradient-ready order; returns lists of positions in that order."""
+    import torch.distributed as dist
+
+    if not shapes:
+        return []
+    metas = [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes)]
+    limits = [first_cap, cap] if first_cap < cap else [cap]
+    buckets, _ = dist._compute_bucket_assignment_by_size(
+        metas, limits, [False] * len(metas), list(range(len(metas)))
+    )
+    return [list(b) for b in buckets]
+
+
+def ps_shards(param_bytes: list[int], servers: int) -> list[int]:
+    """Server index of each parameter: largest first onto the least-loaded server (ties: lowest id)."""
+    if servers < 1:
+        raise ValueError("servers must be >= 1")
+    load = [0] * servers
+    owner = [0] * len(param_bytes)
+    for i in sorted(range(len(param_bytes)), key=lambda i: (-param_bytes[i], i)):
+        s = min(range(servers), key=lambda s: (load[s], s))
+        owner[i] = s
+        load[s] += param_bytes[i]
+    return owner
+
+
+def _grad_ops(graph: nx.DiGraph, traced: TracedStep, i: int) -> tuple[str, ...]:
+    return tuple(n for n in resolve(graph, traced.grad_nodes[i]) if n in graph)
+
+
+def _optimizer_users(graph: nx.DiGraph, producers: tuple[str, ...]) -> set[str]:
+    return {
+        u for p in producers for u in graph.successors(p) if graph.nodes[u]["phase"] == "optimizer"
+    }
+
+
+def add_ddp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[dict]:
+    """Add one ``comm.allreduce`` node per DDP bucket; returns the buckets (params, bytes)."""
+    order = ready_order(traced)
+    sizes = traced.param_bytes
+    buckets = ddp_buckets([traced.param_shapes[i] for i in order], [traced.param_dtypes[i] for i in order])
+    ring = 2.0 * (workers - 1) / workers if workers > 1 else 0.0
+    out, prev = [], None
+    for b, positions in enumerate(buckets):
+        params = [order[p] for p in positions]
+        payload = sum(sizes[i] for i in params)
+        name = f"allreduce_{b}"
+        graph.add_node(
+            name, op="comm.allreduce", phase="comm", out_bytes=int(round(ring * payload)),
+            in_bytes=payload, flops=payload // 4 if workers > 1 else 0, bucket_bytes=payload,
+        )
+        for i in params:
+            grads = _grad_ops(graph, traced, i)
+            for user in _optimizer_users(graph, grads):  # the optimizer waits for the reduced grad
+                for g in grads:
+                    if graph.has_edge(g, user):
+                        graph.remove_edge(g, user)
+                graph.add_edge(name, user)
+            graph.add_edges_from((g, name) for g in grads)
+        if prev is not None:
+            graph.add_edge(prev, name)
+        prev = name
+        out.append({"params": params, "bytes": payload})
+    return out
+
+
+def add_ps_comm(graph: nx.DiGraph, traced: TracedStep, servers: int) -> list[dict]:
+    """Add ``comm.push``/``comm.pull`` per server; returns the shards (params, bytes)."""
+    sizes = traced.param_bytes
+    owner = ps_shards(sizes, servers)
+    users = graph.graph["param_users"]
+    out = []
+    for s in range(servers):
+        params = [i for i, o in enumerate(owner) if o == s]
+        payload = sum(sizes[i] for i in params)
+        push, pull = f"push_{s}", f"pull_{s}"
+        graph.add_node(push, op="comm.push", phase="comm", out_bytes=payload, in_bytes=payload,
+                       flops=0, bucket_bytes=payload)
+        graph.add_node(pull, op="comm.pull", phase="comm", out_bytes=payload, in_bytes=0,
+                       flops=0, bucket_bytes=payload)
+        for i in params:
+            grads = _grad_ops(graph, traced, i)
+            for user in _optimizer_users(graph, grads):
+                for g in grads:
+                    if graph.has_edge(g, user):
+                        graph.remove_edge(g, user)
+                graph.add_edge(push, user)
+            graph.add_edges_from((g, push) for g in grads)
+            updates = [u for u in users[i] if graph.nodes[u]["phase"] == "optimizer"]
+            if updates:
+                graph.add_edge(updates[-1], pull)
+        out.append({"params": params, "bytes": payload})
+    return out

@@ -1,0 +1,93 @@
+"""Grouping into communities and the final torch_geometric Data."""
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from driple.errors import DripleError
+from driple.graph.build import GRAPH_ATTRS, build_input, op_graph_for
+from driple.graph.features import FEATURE_SETS, OpVocabulary
+from driple.graph.grouping import FluidGrouper
+
+
+def chain(n):
+    g = nx.DiGraph()
+    nx.add_path(g, [f"n{i}" for i in range(n)])
+    return g
+
+
+def test_every_node_in_exactly_one_group():
+    g = nx.DiGraph(nx.karate_club_graph())
+    grouper = FluidGrouper(4, seed=1).fit(g)
+    assert set(grouper.labels_) == set(g.nodes)
+    assert set(grouper.labels_.values()) == {0, 1, 2, 3}
+    assert grouper.n_groups_ == 4
+
+
+def test_same_seed_same_groups():
+    g = nx.DiGraph(nx.karate_club_graph())
+    a = FluidGrouper(5, seed=7).fit(g).labels_
+    b = FluidGrouper(5, seed=7).fit(g).labels_
+    assert a == b
+
+
+def test_fewer_nodes_than_groups_gives_one_group_per_node():
+    grouper = FluidGrouper(100).fit(chain(6))
+    assert grouper.n_groups_ == 6 and sorted(grouper.labels_.values()) == list(range(6))
+
+
+def test_largest_component_only():
+    g = chain(5)
+    g.add_edge("x", "y")
+    grouper = FluidGrouper(2).fit(g)
+    assert grouper.dropped_ == 2 and "x" not in grouper.labels_
+
+
+def test_policies():
+    assert FluidGrouper(100, policy="none").target_groups(5000) == 5000
+    assert FluidGrouper(100, policy="uniform").target_groups(5000) == 100
+    # proportional: 100 * log10(n)/log10(1000): 10 000 ops → 133, 100 ops → 67
+    p = FluidGrouper(100, policy="proportional", reference_nodes=1000)
+    assert p.target_groups(10_000) == 133 and p.target_groups(100) == 67
+    with pytest.raises(DripleError, match="unknown grouping policy"):
+        FluidGrouper(10, policy="random").fit(chain(3))
+
+
+def test_aggregate_and_edges():
+    g = chain(4)  # n0-n1 | n2-n3 when split in 2
+    grouper = FluidGrouper(2, seed=0).fit(g)
+    sums = grouper.aggregate(g, {"one": np.ones(4), "idx": np.arange(4.0)})
+    assert sums["one"].sum() == 4 and sums["idx"].sum() == 6
+    edge_index, weight = grouper.group_edges(g)
+    assert edge_index.shape == (2, 2) and weight.tolist() == [1.0, 1.0]
+
+
+def test_build_input_data(mlp_step):
+    model, batch, loss, opt = mlp_step
+    graph, *_ = op_graph_for(model, batch, loss, opt)
+    vocab = OpVocabulary.from_graphs([graph])
+    data = build_input(model, batch, loss_fn=loss, optimizer=opt, groups=5, vocabulary=vocab, features="rich")
+    assert data.x.shape == (5, len(FEATURE_SETS["rich"]))
+    assert data.graph_attr.shape == (1, len(GRAPH_ATTRS))
+    assert data.num_groups == 5 and int(data.edge_index.max()) < 5
+    s = data.summary
+    # every op of the largest component counted once; tensor sizes add up
+    assert data.x[:, 2].sum().item() == s["ops"] - s["dropped_ops"]
+    assert s["params"] == 67 and s["batch_size"] == 5 and s["comm_mb"] == pytest.approx(268e-6)
+    # op-frequency code of a group = sum over its ops of count(op)/total
+    assert data.x[:, 0].sum().item() == pytest.approx(
+        sum(vocab.code(d["op"]) for _, d in graph.nodes(data=True)), rel=1e-5)
+    again = build_input(model, batch, loss_fn=loss, optimizer=opt, groups=5, vocabulary=vocab, features="rich")
+    assert torch.equal(data.x, again.x) and torch.equal(data.edge_index, again.edge_index)
+
+
+def test_vocabulary_unseen_bucket_and_digest(tmp_path):
+    vocab = OpVocabulary({"add_": 3, "mm": 1})
+    assert vocab.code("add_") == 0.75 and vocab.code("never_seen") == 0.5 / 4
+    path = tmp_path / "v.json"
+    import json
+    path.write_text(json.dumps(vocab.to_json()))
+    assert OpVocabulary.load(path).digest == vocab.digest
+    path.write_text("{not json")
+    with pytest.raises(DripleError, match="corrupt"):
+        OpVocabulary.load(path)

@@ -1,0 +1,93 @@
+"""Tracing a whole training step and turning it into an op graph (answers worked out by hand)."""
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+from driple.errors import DripleError
+from driple.graph.opgraph import build_op_graph
+from driple.graph.trace import trace_training_step
+
+
+def ops_by_phase(graph):
+    out = {}
+    for _, d in graph.nodes(data=True):
+        out.setdefault(d["phase"], Counter())[d["op"]] += 1
+    return out
+
+
+def test_mlp_step_op_counts(mlp_step):
+    model, batch, loss, opt = mlp_step
+    traced = trace_training_step(model, batch, loss_fn=loss, optimizer=opt)
+    assert traced.num_params == 4 * 8 + 8 + 8 * 3 + 3 == 67
+    assert traced.batch_size == 5
+    assert all(g is not None for g in traced.grad_nodes)
+    phases = ops_by_phase(build_op_graph(traced))
+    # forward: two affine layers (addmm), one ReLU, log-softmax + NLL
+    assert phases["forward"]["addmm"] == 2
+    assert phases["forward"]["relu"] == 1
+    assert phases["forward"]["_log_softmax"] == 1 and phases["forward"]["nll_loss_forward"] == 1
+    # backward: dW2, dX2 and dW1 are matmuls (the input needs no grad), two bias sums, one ReLU grad
+    assert phases["backward"]["mm"] == 3
+    assert phases["backward"]["sum"] == 2
+    assert phases["backward"]["threshold_backward"] == 1
+    # optimizer, per parameter: buf.mul_(0.9).add_(g); p.add_(buf, alpha=-lr) → 4 mul_, 8 add_
+    assert phases["optimizer"] == Counter({"add_": 8, "mul_": 4})
+
+
+def test_cnn_node_sizes_and_flops(cnn_step):
+    model, batch, loss, opt = cnn_step
+    graph = build_op_graph(trace_training_step(model, batch, loss_fn=loss, optimizer=opt))
+    conv = [d for _, d in graph.nodes(data=True) if d["op"] == "convolution"]
+    assert len(conv) == 1
+    # output 2 x 2 x 3 x 3 fp32 = 144 bytes; FLOPs = 2 * B*Cout*H*W * Cin*k*k = 2*2*2*9*1*9
+    assert conv[0]["out_bytes"] == 144
+    assert conv[0]["flops"] == 648
+    assert Counter(d["op"] for _, d in graph.nodes(data=True))["convolution_backward"] == 1
+
+
+def test_trace_leaves_model_untouched(mlp_step):
+    model, batch, loss, opt = mlp_step
+    before = [p.detach().clone() for p in model.parameters()]
+    model.eval()
+    trace_training_step(model, batch, loss_fn=loss, optimizer="adamw")
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(p.grad is None for p in model.parameters())
+    assert not model.training
+
+
+def test_adam_steady_state_update(mlp_step):
+    model, batch, loss, _ = mlp_step
+    graph = build_op_graph(trace_training_step(model, batch, loss_fn=loss, optimizer="adam"))
+    opt_ops = ops_by_phase(graph)["optimizer"]
+    # Adam, per parameter: exp_avg.lerp_, exp_avg_sq.mul_().addcmul_(), sqrt, p.addcdiv_
+    assert opt_ops["lerp_"] == 4 and opt_ops["addcmul_"] == 4 and opt_ops["addcdiv_"] == 4
+    assert "clone" not in opt_ops  # first-step buffer creation is not the steady state
+
+
+class DataDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        if x.sum() > 0:  # a decision on tensor values
+            return self.fc(x)
+        return -self.fc(x)
+
+
+def test_data_dependent_control_flow_is_explained():
+    with pytest.raises(DripleError, match="depend on tensor values"):
+        trace_training_step(DataDependent(), (torch.randn(3, 4), torch.randint(0, 2, (3,))))
+
+
+def test_forward_failure_is_explained(mlp_step):
+    model, _, loss, opt = mlp_step
+    with pytest.raises(DripleError, match="failed on the example batch"):
+        trace_training_step(model, (torch.randn(5, 7), torch.randint(0, 3, (5,))), loss_fn=loss)
+
+
+def test_not_a_module():
+    with pytest.raises(DripleError, match="nn.Module"):
+        trace_training_step(lambda x: x, torch.randn(2))
