@@ -1,0 +1,78 @@
+"""Where and how a dataset was measured: ``provenance.json`` beside ``results.csv``.
+
+Figures of a collector dataset only mean something with the machine they came from. The
+file holds the host (CPU model, cores, memory, kernel), the software (torch, driple, python)
+and one entry per collector invocation that wrote into the dataset (date, command line).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def host_facts() -> dict:
+    """This machine and its software: CPU model, cores, memory (bytes), kernel, versions."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        mem = None
+    try:
+        import torch
+
+        torch_version = torch.__version__
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - provenance must not fail a run
+        torch_version, gpus = None, []
+    from driple import __version__
+
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": mem,
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "gpus": gpus,
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "driple": __version__,
+    }
+
+
+def record(out_dir: str | os.PathLike, command: list[str] | None = None, **extra) -> Path:
+    """Add this invocation to ``<out_dir>/provenance.json`` (created with the host facts)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "provenance.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    facts = host_facts()
+    data.setdefault("host", facts)
+    if data["host"] != facts:  # a dataset extended on another machine/software: say so
+        data.setdefault("other_hosts", [])
+        if facts not in data["other_hosts"]:
+            data["other_hosts"].append(facts)
+    data.setdefault("runs", []).append({
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
+        **extra,
+    })
+    tmp = path.with_name(".provenance.json.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+    return path

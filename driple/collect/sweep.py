@@ -1,0 +1,172 @@
+"""Run a grid of jobs one after another into a dataset directory; stop and resume at will.
+
+A grid (YAML) lists jobs::
+
+    seconds: 10            # measurement per job after warm-up (s); the command line may override
+    warmup: 5              # warm-up iterations (optional)
+    jobs:
+      - {model: resnet, knobs: {depth: 20}, batch_size: 32, optimizer: sgd}
+      - {model: gpt_tiny, batch_size: 16, optimizer: adam}
+
+:func:`write_grid` makes one from :func:`driple.zoo.sweep_configs`. :func:`run_sweep` writes
+``results.csv`` (one row per job, rewritten atomically after each job), ``raw/<job_id>.*``,
+``provenance.json`` and a copy of the grid (``grid.yaml``) into the dataset directory.
+
+Resuming: each job has a stable id (spec + setting + seconds). A restarted sweep skips jobs
+whose last row is ``ok`` or ``failed`` (a crash or a hang would fail again; ``retry_failed``
+runs them anyway). A job stopped by Ctrl-C is recorded as ``failed`` with a reason starting
+with ``interrupted`` and **is run again** by the next sweep; its new row supersedes the old
+one (:meth:`ResultTable.read` keeps the last row per job). Rows of finished jobs are never lost.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from driple.collect.job import JobInterrupted, JobSpec, job_id
+from driple.collect.results import ResultTable
+from driple.errors import DripleError
+from driple.settings import parse_setting
+
+
+def load_grid(path: str | os.PathLike) -> dict:
+    """Read a grid file: ``{"seconds", "warmup", "setting", "jobs": [JobSpec, ...]}``."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise DripleError(f"cannot read grid {path}: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise DripleError(f"grid {path} is not valid YAML: {err}") from err
+    if isinstance(data, list):
+        data = {"jobs": data}
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
+        raise DripleError(f"grid {path} needs a non-empty 'jobs:' list (see `driple collect grid --help`)")
+    warmup = data.get("warmup")
+    jobs = []
+    for i, entry in enumerate(data["jobs"]):
+        if not isinstance(entry, dict):
+            raise DripleError(f"grid {path}: job {i} must be a mapping with at least 'model'")
+        entry = dict(entry)
+        if warmup is not None:
+            entry.setdefault("warmup", warmup)
+        try:
+            jobs.append(JobSpec.from_dict(entry))
+        except (DripleError, TypeError) as err:
+            raise DripleError(f"grid {path}: job {i}: {err}") from err
+    return {"seconds": data.get("seconds"), "setting": data.get("setting"), "warmup": warmup, "jobs": jobs}
+
+
+def write_grid(path: str | os.PathLike, n: int | None = None, seed: int = 0,
+               seconds: float | None = None, warmup: int | None = None) -> Path:
+    """Write a grid of the zoo's sweep configurations (the first ``n``) to ``path``."""
+    import yaml
+
+    from driple.zoo import sweep_configs
+
+    configs = list(sweep_configs(seed=seed))
+    if n is not None:
+        configs = configs[: int(n)]
+    jobs = [
+        {"model": c["name"], "knobs": dict(c.get("knobs") or {}), "batch_size": c.get("batch_size"),
+         "optimizer": c.get("optimizer", "sgd")}
+        for c in configs
+    ]
+    doc = {"seed": seed, "jobs": jobs}
+    if seconds is not None:
+        doc["seconds"] = float(seconds)
+    if warmup is not None:
+        doc["warmup"] = int(warmup)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(
+        f"# driple collect grid: {len(jobs)} jobs from driple.zoo.sweep_configs(seed={seed})\n"
+        + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
+    )
+    os.replace(tmp, path)
+    return path
+
+
+def _copy_grid(grid_path: Path, out_dir: Path) -> None:
+    """Keep the grid with the dataset; an older, different grid is kept as grid-<n>.yaml."""
+    dest = out_dir / "grid.yaml"
+    text = grid_path.read_text()
+    if dest.exists():
+        if dest.resolve() == grid_path.resolve() or dest.read_text() == text:
+            return
+        n = 1
+        while (out_dir / f"grid-{n}.yaml").exists():
+            n += 1
+        os.replace(dest, out_dir / f"grid-{n}.yaml")
+    tmp = out_dir / ".grid.yaml.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, dest)
+
+
+def run_sweep(
+    grid: str | os.PathLike | dict,
+    out_dir: str | os.PathLike,
+    setting=None,
+    *,
+    seconds: float | None = None,
+    timeout: float | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    launcher: str = "env",
+    period_s: float = 0.01,
+) -> dict:
+    """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
+
+    Counts: ``total`` jobs in the grid, ``skipped`` (done before), ``ok``, ``failed``. Ctrl-C
+    records the running job as interrupted and re-raises ``KeyboardInterrupt``.
+    """
+    from driple.collect.launcher import run_job
+    from driple.collect.provenance import record
+
+    out_dir = Path(out_dir)
+    grid_path = None
+    if not isinstance(grid, dict):
+        grid_path = Path(grid)
+        grid = load_grid(grid_path)
+    setting = parse_setting(setting or grid.get("setting") or _missing_setting())
+    seconds = float(seconds or grid.get("seconds") or 10.0)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if grid_path is not None:
+        _copy_grid(grid_path, out_dir)
+    record(out_dir, setting=setting.id, seconds=seconds, jobs=len(grid["jobs"]))
+
+    table = ResultTable(out_dir)
+    done = table.done_ids(retry_failed=retry_failed)
+    jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
+    pending = [(s, j) for s, j in jobs if j not in done]
+    counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), initial=counts["skipped"], unit="job", desc=setting.id,
+               disable=not progress, dynamic_ncols=True)
+    try:
+        for spec, jid in pending:
+            bar.set_postfix_str(f"{spec.model} bs={spec.batch_size}", refresh=True)
+            try:
+                result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
+                                 launcher=launcher, period_s=period_s, job_id=jid)
+            except JobInterrupted as stop:
+                table.append(stop.result.row)
+                counts["failed"] += 1
+                raise KeyboardInterrupt from None
+            table.append(result.row)
+            counts["ok" if result.ok else "failed"] += 1
+            if not result.ok:
+                bar.write(f"{jid}: failed: {result.row['reason']}")
+            bar.update(1)
+    finally:
+        bar.close()
+    return counts
+
+
+def _missing_setting():
+    raise DripleError("no setting: give --setting (e.g. cpu-ddp-w2-lo) or 'setting:' in the grid")
