@@ -1,0 +1,291 @@
+"""The sampling loop: read every target's raw cumulative counters at a fixed period, then save.
+
+Runs inside the sampler process (see :mod:`.child`); it can also run in-process for tests.
+Each sample stores, per target, a monotonic timestamp (ns) and cumulative counters: CPU time
+(ns), RSS (bytes, a level), bytes sent / received; on GPU, memory used (bytes) and the driver's
+utilization samples. Rates are computed later (:mod:`driple.collect.series`), never here.
+Only the standard library is imported until :meth:`Sampler.save` (numpy).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from array import array
+from pathlib import Path
+
+from driple.collect.sampling import nvml as nvml_mod
+from driple.collect.sampling.netdev import InterfaceTotals, VethCounters
+from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree
+from driple.collect.sampling.target import Target
+from driple.collect.sampling.tcpinfo import TcpAccounts, socket_inodes
+from driple.errors import DripleError
+
+FORMAT = "driple-raw-1"
+REFRESH_S = 0.5  # walk process trees and their sockets again
+GPU_POLL_S = 0.25  # fetch new NVML utilization samples (the driver buffers them)
+NET_MODES = ("auto", "tcp_info", "veth")
+DEVICES = ("cpu", "gpu")
+_DTYPES = {"q": "int64", "i": "int32", "d": "float64"}
+
+
+def check_target(target: Target, device: str, net_source: str) -> None:
+    """Raise :class:`DripleError` if ``target`` cannot be sampled (gone, not ours, misconfigured)."""
+    pid = target.pid
+    if not os.path.exists(f"/proc/{pid}"):
+        raise DripleError(f"target {target.name!r}: process {pid} is not running (did the job exit early?)")
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            f.read()
+        time.clock_gettime_ns(((~pid) << 3) | 2)
+    except FileNotFoundError:
+        raise DripleError(f"target {target.name!r}: process {pid} is not running") from None
+    except PermissionError:
+        raise DripleError(
+            f"target {target.name!r}: no permission to read process {pid}; run the sampler as "
+            "the user who owns the job, or as root"
+        ) from None
+    except OSError as e:
+        raise DripleError(f"target {target.name!r}: cannot read the CPU clock of process {pid} ({e})") from None
+    if net_source == "tcp_info":
+        try:
+            socket_inodes(pid)
+        except PermissionError:
+            raise DripleError(
+                f"target {target.name!r}: no permission to list the sockets of process {pid} "
+                "(/proc/<pid>/fd); run as the job's user or as root, or use net_mode='veth'"
+            ) from None
+    if net_source == "veth" and not target.veth:
+        raise DripleError(f"target {target.name!r}: net_mode='veth' needs the target's host-side veth")
+    if net_source == "veth" and not os.path.exists(f"/sys/class/net/{target.veth}"):
+        raise DripleError(f"target {target.name!r}: network interface {target.veth!r} does not exist")
+    if device == "gpu" and target.gpu_index is None:
+        raise DripleError(f"target {target.name!r}: device='gpu' needs the target's gpu_index")
+
+
+def net_source(target: Target, net_mode: str) -> str:
+    """Where a target's tx/rx come from: ``'veth'`` or ``'tcp_info'``."""
+    if net_mode == "auto":
+        return "veth" if target.veth else "tcp_info"
+    return net_mode
+
+
+def check_config(targets: list[Target], period_s: float, device: str, net_mode: str) -> None:
+    if not targets:
+        raise DripleError("nothing to sample: give at least one target")
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise DripleError(f"target names must be unique, got {names}")
+    if not (0.001 <= period_s <= 10):
+        raise DripleError(f"sampling period must be between 1 ms and 10 s, got {period_s} s")
+    if device not in DEVICES:
+        raise DripleError(f"unknown device {device!r}; use 'cpu' or 'gpu'")
+    if net_mode not in NET_MODES:
+        raise DripleError(f"unknown net_mode {net_mode!r}; use one of {', '.join(NET_MODES)}")
+
+
+class _Track:
+    """Counters collected for one target."""
+
+    def __init__(self, target: Target, source: str, gpu: bool) -> None:
+        self.target = target
+        self.source = source
+        self.tree = ProcessTree(target.pid)
+        self.veth = VethCounters(target.veth) if source == "veth" else None
+        self.ended_ns: int | None = None
+        self.cols = {k: array("q") for k in ("t_ns", "cpu_ns", "rss_bytes", "tx_bytes", "rx_bytes")}
+        self.cols["n_procs"] = array("i")
+        if gpu:
+            self.cols["gpu_mem_used_bytes"] = array("q")
+
+
+class Sampler:
+    """Sample ``targets`` every ``period_s`` seconds; :meth:`save` writes the raw ``.npz``."""
+
+    def __init__(self, targets: list[Target], period_s: float = 0.01, device: str = "cpu", net_mode: str = "auto") -> None:
+        check_config(targets, period_s, device, net_mode)
+        self.period_ns = int(round(period_s * 1e9))
+        self.device = device
+        self.net_mode = net_mode
+        sources = [net_source(t, net_mode) for t in targets]
+        for t, src in zip(targets, sources):
+            check_target(t, device, src)
+        self._pynvml = nvml_mod.load() if device == "gpu" else None
+        self.gpus: dict[int, nvml_mod.Gpu] = {}
+        if self._pynvml is not None:
+            for t in targets:
+                if t.gpu_index not in self.gpus:
+                    self.gpus[t.gpu_index] = nvml_mod.Gpu(self._pynvml, t.gpu_index)
+        self.gpu_streams = {
+            (i, k): (array("q"), array("d")) for i in self.gpus for k in nvml_mod.KINDS
+        }
+        self.tracks = [_Track(t, src, device == "gpu") for t, src in zip(targets, sources)]
+        self.tcp = TcpAccounts(len(targets)) if "tcp_info" in sources else None
+        self.ifaces = InterfaceTotals()
+        self.iface_t = array("q")
+        self.iface_cols = [(array("q"), array("q")) for _ in self.ifaces.names]
+        self.n_samples = 0
+        self.n_late = 0  # samples taken more than one period late (CPU contention)
+        self.clock_offset_ns = time.time_ns() - time.monotonic_ns()  # realtime - monotonic
+        self.start_ns: int | None = None
+        self._next_refresh = 0
+        self._next_gpu = 0
+        self.refresh()
+
+    # -- periodic work -------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Walk process trees again and match their sockets (every ``REFRESH_S``)."""
+        for tr in self.tracks:
+            if tr.ended_ns is None:
+                tr.tree.refresh()
+        if self.tcp is not None:
+            owned = []
+            for tr in self.tracks:
+                inodes: set[int] = set()
+                if tr.source == "tcp_info" and tr.ended_ns is None:
+                    for pid in list(tr.tree.members):
+                        try:
+                            inodes |= socket_inodes(pid)
+                        except PermissionError:
+                            pass
+                owned.append(inodes)
+            self.tcp.assign(owned, time.monotonic())
+
+    def poll_gpu(self) -> None:
+        for i, gpu in self.gpus.items():
+            for k in nvml_mod.KINDS:
+                ts, vals = self.gpu_streams[(i, k)]
+                for t_us, v in gpu.new_samples(k):
+                    ts.append(t_us)
+                    vals.append(v)
+
+    # -- one sample --------------------------------------------------------------------------
+    def sample(self) -> None:
+        now = time.monotonic_ns
+        if self.start_ns is None:
+            self.start_ns = now()
+        net = self.tcp.read() if self.tcp is not None else None
+        mem_used = {i: g.memory_used() for i, g in self.gpus.items()}
+        for k, tr in enumerate(self.tracks):
+            if tr.ended_ns is not None:
+                continue
+            t = now()
+            cpu, rss = tr.tree.sample()
+            if tr.tree.ended:
+                tr.ended_ns = t
+                continue
+            if tr.veth is not None:
+                tx, rx = tr.veth.read()
+            else:
+                tx, rx = net[k]
+            c = tr.cols
+            c["t_ns"].append(t)
+            c["cpu_ns"].append(cpu)
+            c["rss_bytes"].append(rss)
+            c["tx_bytes"].append(tx)
+            c["rx_bytes"].append(rx)
+            c["n_procs"].append(tr.tree.size)
+            if mem_used:
+                c["gpu_mem_used_bytes"].append(mem_used[tr.target.gpu_index])
+        self.iface_t.append(now())
+        for (rx_col, tx_col), (rx, tx) in zip(self.iface_cols, self.ifaces.read()):
+            rx_col.append(rx)
+            tx_col.append(tx)
+        self.n_samples += 1
+
+    def tick(self) -> None:
+        """One sample plus whatever periodic work is due."""
+        self.sample()
+        t = time.monotonic_ns()
+        if t >= self._next_refresh:
+            self._next_refresh = t + int(REFRESH_S * 1e9)
+            self.refresh()
+        if self.gpus and t >= self._next_gpu:
+            self._next_gpu = t + int(GPU_POLL_S * 1e9)
+            self.poll_gpu()
+
+    def run(self, wait) -> None:
+        """Sample on a fixed grid until ``wait(timeout_s)`` returns True (stop requested).
+
+        ``wait`` sleeps up to ``timeout_s`` and tells whether to stop; it is the only way out.
+        A sample that falls more than a period late skips the missed grid points (counted in
+        ``n_late``); timestamps are always the real ones.
+        """
+        period = self.period_ns
+        next_t = time.monotonic_ns()
+        self._next_refresh = next_t + int(REFRESH_S * 1e9)
+        while True:
+            self.tick()
+            next_t += period
+            now = time.monotonic_ns()
+            if now >= next_t:
+                missed = (now - next_t) // period + 1
+                next_t += missed * period
+                self.n_late += 1
+            if wait((next_t - now) / 1e9):
+                break
+        if self.gpus:
+            self.poll_gpu()
+
+    # -- output --------------------------------------------------------------------------------
+    def meta(self) -> dict:
+        try:
+            host_mem = os.sysconf("SC_PHYS_PAGES") * PAGE_SIZE
+        except (ValueError, OSError):
+            host_mem = 0
+        return {
+            "format": FORMAT,
+            "period_s": self.period_ns / 1e9,
+            "device": self.device,
+            "net_mode": self.net_mode,
+            "start_ns": self.start_ns,
+            "clock_offset_ns": self.clock_offset_ns,
+            "host_mem_bytes": host_mem,
+            "n_samples": self.n_samples,
+            "n_late": self.n_late,
+            "interfaces": self.ifaces.names,
+            "targets": [
+                {
+                    **tr.target.to_dict(),
+                    "net_source": tr.source,
+                    "ended_ns": tr.ended_ns,
+                }
+                for tr in self.tracks
+            ],
+        }
+
+    def save(self, out_path: str | Path) -> Path:
+        """Write everything collected to ``out_path`` (compressed ``.npz``, atomically)."""
+        import numpy as np
+
+        out_path = Path(out_path)
+        arrays = {"meta": np.array(json.dumps(self.meta()))}
+        for tr in self.tracks:
+            for k, col in tr.cols.items():
+                arrays[f"{tr.target.name}/{k}"] = np.array(col, dtype=_DTYPES[col.typecode])
+        for (i, k), (ts, vals) in self.gpu_streams.items():
+            arrays[f"gpu{i}/{k}_t_us"] = np.array(ts, dtype=np.int64)
+            arrays[f"gpu{i}/{k}_util"] = np.array(vals, dtype=np.float64)
+        arrays["iface/t_ns"] = np.array(self.iface_t, dtype=np.int64)
+        n = len(self.iface_t)
+        for j, name in enumerate(("rx_bytes", "tx_bytes")):  # shape (interfaces, samples)
+            arrays[f"iface/{name}"] = np.array(
+                [np.array(c[j], dtype=np.int64) for c in self.iface_cols], dtype=np.int64
+            ).reshape(len(self.iface_cols), n)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_path.with_name(out_path.name + ".part")
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, out_path)
+        return out_path
+
+    def close(self) -> None:
+        for tr in self.tracks:
+            tr.tree.close()
+            if tr.veth is not None:
+                tr.veth.close()
+        if self.tcp is not None:
+            self.tcp.close()
+        self.ifaces.close()
+        if self._pynvml is not None:
+            nvml_mod.shutdown(self._pynvml)

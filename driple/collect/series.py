@@ -1,0 +1,151 @@
+"""Raw sampler output -> per-target rate time series (the input of the labeller).
+
+:func:`read_raw` loads the ``.npz`` written by a :class:`~driple.collect.sampling.SamplerProcess`;
+:meth:`RawSeries.rates` differences the cumulative counters over each sampling interval:
+
+- ``compute`` (%): CPU: d(cpu_ns) / d(t_ns) / cores x 100 (100 = every allotted core busy);
+  GPU: NVML utilization.gpu, time-averaged over the interval.
+- ``memory`` (%): CPU: tree RSS at the end of the interval / host memory x 100;
+  GPU: NVML utilization.memory (memory-controller busy %), time-averaged over the interval.
+- ``tx``, ``rx`` (MB/s, 1 MB = 1e6 bytes): d(bytes) / d(t).
+
+The index ``t`` (s since the sampler's first sample) is the *end* of each interval, so row i
+covers (t[i-1], t[i]]. A target that exited mid-run simply has fewer rows.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from driple.errors import DripleError
+
+FORMAT = "driple-raw-1"
+RATE_COLUMNS = ("compute", "memory", "tx", "rx")
+
+
+def _integrate_steps(t_ns: np.ndarray, values: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
+    """Integral (value x ns) of a step series at times ``at_ns``; NaN outside its span.
+
+    Driver sample i (time ``t_ns[i]``) holds the mean over the interval since sample i-1; the
+    first one is taken to cover one median interval before it.
+    """
+    if len(t_ns) == 0:
+        return np.full(len(at_ns), np.nan)
+    order = np.argsort(t_ns, kind="stable")
+    t_ns, values = t_ns[order].astype(np.float64), values[order].astype(np.float64)
+    first = np.median(np.diff(t_ns)) if len(t_ns) > 1 else 0.0
+    knots = np.concatenate([[t_ns[0] - first], t_ns])
+    cum = np.concatenate([[0.0], np.cumsum(values * np.diff(knots))])
+    out = np.interp(at_ns.astype(np.float64), knots, cum)
+    out[(at_ns < knots[0]) | (at_ns > knots[-1])] = np.nan
+    return out
+
+
+@dataclass
+class RawSeries:
+    """Cumulative counters of every target of one sampler run (see module docstring)."""
+
+    meta: dict
+    arrays: dict[str, np.ndarray] = field(repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        """Target names, in the order they were given."""
+        return [t["name"] for t in self.meta["targets"]]
+
+    @property
+    def start_ns(self) -> int:
+        """Monotonic time (ns) of the first sample: t = 0 of every series."""
+        return int(self.meta["start_ns"] or 0)
+
+    @property
+    def period_s(self) -> float:
+        return float(self.meta["period_s"])
+
+    def target(self, name: str) -> dict:
+        """The target's description: name, pid, cores, veth, gpu_index, net_source, ended_ns."""
+        for t in self.meta["targets"]:
+            if t["name"] == name:
+                return t
+        raise DripleError(f"no target named {name!r} in this sampling run; it has {', '.join(self.names)}")
+
+    def ended(self, name: str) -> float | None:
+        """When the target's root process exited (s since start), or None if it outlived sampling."""
+        e = self.target(name)["ended_ns"]
+        return None if e is None else (e - self.start_ns) / 1e9
+
+    def counters(self, name: str) -> pd.DataFrame:
+        """Raw cumulative counters of one target, indexed by ``t`` (s since start)."""
+        self.target(name)
+        prefix = f"{name}/"
+        cols = {k[len(prefix):]: v for k, v in self.arrays.items() if k.startswith(prefix)}
+        t = (cols.pop("t_ns") - self.start_ns) / 1e9
+        return pd.DataFrame(cols, index=pd.Index(t, name="t"))
+
+    def gpu_samples(self, name: str, kind: str = "gpu") -> pd.Series:
+        """The driver's utilization samples (``kind`` 'gpu' or 'memory', %) of the target's GPU."""
+        gi = self.target(name)["gpu_index"]
+        key = f"gpu{gi}/{kind}_t_us"
+        if gi is None or key not in self.arrays:
+            raise DripleError(f"target {name!r} has no GPU samples (sampled with device='cpu'?)")
+        t_ns = self.arrays[key] * 1000 - int(self.meta["clock_offset_ns"])
+        return pd.Series(
+            self.arrays[f"gpu{gi}/{kind}_util"], index=pd.Index((t_ns - self.start_ns) / 1e9, name="t"), name=kind
+        )
+
+    def rates(self, target_name: str) -> pd.DataFrame:
+        """Rates of one target: columns compute (%), memory (%), tx (MB/s), rx (MB/s), index t (s)."""
+        tgt = self.target(target_name)
+        p = f"{target_name}/"
+        t_ns = self.arrays[p + "t_ns"].astype(np.int64)
+        index = pd.Index((t_ns[1:] - self.start_ns) / 1e9, name="t")
+        if len(t_ns) < 2:
+            return pd.DataFrame({c: np.zeros(0) for c in RATE_COLUMNS}, index=index)
+        dt_ns = np.diff(t_ns).astype(np.float64)
+        if self.meta["device"] == "gpu":
+            out = {}
+            for col, kind in (("compute", "gpu"), ("memory", "memory")):
+                gi = tgt["gpu_index"]
+                ts = self.arrays[f"gpu{gi}/{kind}_t_us"] * 1000 - int(self.meta["clock_offset_ns"])
+                integral = _integrate_steps(ts, self.arrays[f"gpu{gi}/{kind}_util"], t_ns)
+                out[col] = np.diff(integral) / dt_ns
+            compute, memory = out["compute"], out["memory"]
+        else:
+            compute = np.diff(self.arrays[p + "cpu_ns"]) / dt_ns / float(tgt["cores"]) * 100.0
+            host = float(self.meta["host_mem_bytes"]) or np.nan
+            memory = self.arrays[p + "rss_bytes"][1:] / host * 100.0
+        tx = np.diff(self.arrays[p + "tx_bytes"]) / dt_ns * 1e3  # bytes/ns -> MB/s
+        rx = np.diff(self.arrays[p + "rx_bytes"]) / dt_ns * 1e3
+        return pd.DataFrame({"compute": compute, "memory": memory, "tx": tx, "rx": rx}, index=index)
+
+    def interface_rates(self) -> pd.DataFrame:
+        """Cross-check: rx/tx of every host interface (MB/s), columns ``<iface>_rx``, ``<iface>_tx``."""
+        t_ns = self.arrays["iface/t_ns"]
+        dt_ns = np.diff(t_ns).astype(np.float64)
+        cols = {}
+        for i, name in enumerate(self.meta["interfaces"]):
+            for d in ("rx", "tx"):
+                cols[f"{name}_{d}"] = np.diff(self.arrays[f"iface/{d}_bytes"][i]) / dt_ns * 1e3
+        return pd.DataFrame(cols, index=pd.Index((t_ns[1:] - self.start_ns) / 1e9, name="t"))
+
+
+def read_raw(path: str | Path) -> RawSeries:
+    """Load a sampler ``.npz`` into a :class:`RawSeries`."""
+    path = Path(path)
+    if not path.exists():
+        raise DripleError(f"no sampler output at {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as e:
+        raise DripleError(f"{path} is not a readable sampler file ({e})") from None
+    if "meta" not in arrays:
+        raise DripleError(f"{path} is not a driple sampler file (no 'meta' entry)")
+    meta = json.loads(str(arrays.pop("meta")))
+    if meta.get("format") != FORMAT:
+        raise DripleError(f"{path} has format {meta.get('format')!r}; this driple reads {FORMAT!r}")
+    return RawSeries(meta, arrays)
