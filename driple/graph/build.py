@@ -122,7 +122,7 @@ def build_input(
                                                 strategy, workers, servers)
     t1 = time.perf_counter()
     vocab = vocabulary or default_vocabulary()
-    grouper = FluidGrouper(groups, policy=grouping, seed=seed).fit(graph)
+    grouper = FluidGrouper(groups, policy=grouping, seed=seed, reference_nodes=vocab.reference_nodes).fit(graph)
     table = node_table(graph, vocab)
     agg = grouper.aggregate(graph, {k: table[k] for k in set(names) | {"n_ops"}})
     for k in names:  # phase columns are shares of the group's ops, not counts

@@ -43,6 +43,7 @@ class OpVocabulary:
 
     counts: dict[str, int]
     corpus: str = ""
+    reference_nodes: int = 1000  # typical op count of a corpus graph (the proportional policy's n_ref)
 
     @property
     def total(self) -> int:
@@ -59,7 +60,8 @@ class OpVocabulary:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_json(self) -> dict:
-        return {"corpus": self.corpus, "total": self.total, "unseen_count": 0.5, "counts": self.counts}
+        return {"corpus": self.corpus, "total": self.total, "unseen_count": 0.5,
+                "reference_nodes": self.reference_nodes, "counts": self.counts}
 
     @classmethod
     def from_graphs(cls, graphs: list[nx.DiGraph], corpus: str = "") -> OpVocabulary:
@@ -67,7 +69,9 @@ class OpVocabulary:
         for g in graphs:
             for _, op in g.nodes(data="op"):
                 counts[op] = counts.get(op, 0) + 1
-        return cls(dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))), corpus)
+        sizes = sorted(g.number_of_nodes() for g in graphs)
+        median = sizes[len(sizes) // 2] if sizes else 1000
+        return cls(dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))), corpus, median)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> OpVocabulary:
@@ -78,7 +82,8 @@ class OpVocabulary:
             else:
                 text = Path(path).read_text()
             data = json.loads(text)
-            return cls({str(k): int(v) for k, v in data["counts"].items()}, data.get("corpus", ""))
+            return cls({str(k): int(v) for k, v in data["counts"].items()}, data.get("corpus", ""),
+                       int(data.get("reference_nodes", 1000)))
         except FileNotFoundError:
             raise DripleError(
                 f"op-frequency file {path or 'op_frequency.json'} not found; rebuild it with "
