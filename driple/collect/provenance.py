@@ -28,13 +28,12 @@ def host_facts() -> dict:
         mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         mem = None
-    try:
-        import torch
+    from importlib import metadata
 
-        torch_version = torch.__version__
-        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001 - provenance must not fail a run
-        torch_version, gpus = None, []
+    try:  # the version without importing torch (seconds on a loaded host)
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
     from driple import __version__
 
     return {
@@ -45,11 +44,29 @@ def host_facts() -> dict:
         "memory_bytes": mem,
         "kernel": platform.release(),
         "os": platform.platform(),
-        "gpus": gpus,
+        "gpus": _gpu_names(),
         "python": platform.python_version(),
         "torch": torch_version,
         "driple": __version__,
     }
+
+
+def _gpu_names() -> list[str]:
+    """GPU models through NVML when it is installed (cheap); [] on CPU-only hosts."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML, no GPU
+        return []
+    try:
+        names = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else name)
+        return names
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def record(out_dir: str | os.PathLike, command: list[str] | None = None, **extra) -> Path:
@@ -69,10 +86,17 @@ def record(out_dir: str | os.PathLike, command: list[str] | None = None, **extra
             data["other_hosts"].append(facts)
     data.setdefault("runs", []).append({
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command": command if command is not None else _command_line(),
         **extra,
     })
     tmp = path.with_name(".provenance.json.tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
     return path
+
+
+def _command_line() -> list[str]:
+    name = Path(sys.argv[0]).name
+    if name == "__main__.py":  # python -m driple
+        name = "driple"
+    return [name, *sys.argv[1:]]

@@ -296,19 +296,16 @@ def window_bytes(df, t0: float, t1: float) -> tuple[float, float]:
     """Bytes sent and received in ``[t0, t1]`` (s), integrating the MB/s rates of ``df``."""
     import numpy as np
 
-    t = df["t"].to_numpy(dtype=float)
+    t = (df["t"] if "t" in df.columns else df.index).to_numpy(dtype=float)
+    if len(t) == 0:
+        return 0.0, 0.0
     out = []
-    for col in (_col(df, "tx"), _col(df, "rx")):
+    for col in ("tx", "rx"):
         rate = df[col].to_numpy(dtype=float) * 1e6
         # rate[i] covers (t[i-1], t[i]]: clip each interval to the window
-        lo = np.concatenate([[t[0]], t[:-1]])
+        first = max(0.0, 2 * t[0] - t[1]) if len(t) > 1 else 0.0
+        lo = np.concatenate([[first], t[:-1]])
         overlap = np.clip(np.minimum(t, t1) - np.maximum(lo, t0), 0, None)
         out.append(float(np.nansum(rate * overlap)))
     return out[0], out[1]
 
-
-def _col(df, resource: str) -> str:
-    for c in df.columns:
-        if c == resource or c.startswith(resource):
-            return c
-    raise KeyError(f"no {resource} column in the series ({list(df.columns)})")

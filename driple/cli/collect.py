@@ -1,0 +1,222 @@
+"""``driple collect``: run real distributed jobs, sweep a grid, plot a job's burst/idle split."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from driple.errors import DripleError
+
+_RUN_HELP = """\
+Launch MODEL for real as a distributed training job in SETTING (e.g. cpu-ddp-w2-lo: 2 DDP
+workers on loopback; cpu-ps-p1w2-1g: 1 parameter server + 2 workers, each on an emulated host
+with 1 Gbit/s links, root only), sample every worker while it trains on synthetic data, and
+print the 12 burst/idle metrics (mean over workers) after warm-up. The row is appended to
+OUT/results.csv and the raw series kept in OUT/raw/<job_id>.npz (see `driple collect plot`).
+
+MODEL is a zoo name (`driple zoo`) or your own code as module:function or file.py:function,
+returning a workload (model, make_batch, loss_fn) or an nn.Module with an input_shape attribute.
+"""
+
+_SWEEP_HELP = """\
+Run every job of a grid (see `driple collect grid`) in SETTING, one after another, into the
+dataset directory OUT: results.csv (one row per job), raw/ (series and per-worker labels),
+provenance.json (machine, versions, command lines) and a copy of the grid.
+
+Stop it at any moment with Ctrl-C: finished rows are kept, the running job is recorded as
+failed ("interrupted ...") and its processes and namespaces are removed. Run the same command
+again to continue: finished jobs (ok, or failed by a crash/timeout) are skipped, interrupted
+ones are run again (--retry-failed also re-runs crashed and hung ones).
+"""
+
+
+def _parse_knobs(pairs: list[str] | None) -> dict:
+    """``["depth=50", "dropout=0.1"]`` -> ``{"depth": 50, "dropout": 0.1}`` (YAML scalars)."""
+    import yaml
+
+    knobs = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DripleError(f"cannot read --set {pair!r}; write knob=value, e.g. --set depth=50")
+        try:
+            knobs[key.strip()] = yaml.safe_load(value.strip())
+        except yaml.YAMLError:
+            knobs[key.strip()] = value.strip()
+    return knobs
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    collect = sub.add_parser(
+        "collect", help="run real distributed jobs and measure burst/idle of each resource",
+        description="The collector: run real distributed PyTorch training jobs (DDP all-reduce or "
+        "parameter server), sample compute, memory and network of every worker, and label the "
+        "burst and idle phases. `run` measures one job, `grid` writes a list of jobs, `sweep` "
+        "runs a list into a dataset (resumable), `plot` draws a job's series with its burst/idle "
+        "split, `cleanup` removes emulated-network leftovers of a crashed run.",
+    )
+    collect.set_defaults(func=lambda args: (collect.print_help(), 0)[1])
+    cs = collect.add_subparsers(dest="collect_command", metavar="SUBCOMMAND")
+
+    run = cs.add_parser("run", help="launch one job for real and print its 12 metrics",
+                        description=_RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("model", metavar="MODEL", help="zoo model name, or module:function / file.py:function")
+    run.add_argument("--setting", default="cpu-ddp-w2-lo",
+                     help="where the job runs, e.g. cpu-ddp-w2-lo, cpu-ps-p1w2-lo, cpu-ddp-w2-1g (default cpu-ddp-w2-lo)")
+    run.add_argument("--batch-size", type=int, default=None, help="samples per worker per iteration (default: the model's)")
+    run.add_argument("--seconds", type=float, default=10.0, help="measurement length after warm-up, s (default 10)")
+    run.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw (default sgd)")
+    run.add_argument("--lr", type=float, default=None, help="learning rate (default: the optimizer's)")
+    run.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
+                     help="model knob, e.g. --set depth=32 (repeatable)")
+    run.add_argument("--warmup", type=int, default=5, help="warm-up iterations excluded from measurement (default 5)")
+    run.add_argument("--iterations", type=int, default=None,
+                     help="measure exactly this many iterations per worker instead of --seconds")
+    run.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data (default 0)")
+    run.add_argument("--timeout", type=float, default=None,
+                     help="kill the job and record it failed after this many s (default 90 + 2 x seconds)")
+    run.add_argument("--launcher", choices=["env", "torchrun"], default="env",
+                     help="start ranks directly with the torch env contract (default) or via torchrun (loopback only)")
+    run.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
+    run.add_argument("--out", default=None, help="dataset directory for the row and raw series (default runs/<setting>)")
+    run.add_argument("--json", action="store_true", help="print the row as JSON")
+    run.set_defaults(func=cmd_run)
+
+    sweep = cs.add_parser("sweep", help="run a grid of jobs into a dataset, resumable",
+                          description=_SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep.add_argument("--setting", default=None, help="setting id (default: the grid's 'setting:')")
+    sweep.add_argument("--grid", required=True, help="grid YAML (from `driple collect grid`)")
+    sweep.add_argument("--out", required=True, help="dataset directory, e.g. datasets/cpu-ddp-w2-lo/")
+    sweep.add_argument("--seconds", type=float, default=None, help="measurement per job, s (default: the grid's, else 10)")
+    sweep.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
+    sweep.add_argument("--retry-failed", action="store_true", help="also re-run jobs that crashed or hung before")
+    sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
+    sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sweep.set_defaults(func=cmd_sweep)
+
+    grid = cs.add_parser("grid", help="write a grid of jobs from the zoo's sweep configurations",
+                         description="Write a grid YAML of jobs (model, knobs, batch size, optimizer) drawn by "
+                         "driple.zoo.sweep_configs(seed); edit it freely, then `driple collect sweep --grid`.")
+    grid.add_argument("--out", required=True, help="grid file to write, e.g. grid.yaml")
+    grid.add_argument("--n", type=int, default=None, help="keep the first N jobs (default all)")
+    grid.add_argument("--seed", type=int, default=0, help="seed of the configuration draw (default 0)")
+    grid.add_argument("--seconds", type=float, default=None, help="measurement per job to store in the grid, s")
+    grid.add_argument("--warmup", type=int, default=None, help="warm-up iterations to store in the grid")
+    grid.set_defaults(func=cmd_grid)
+
+    plot = cs.add_parser("plot", help="draw a job's 4 time series with its burst/idle shading",
+                         description="Draw compute, memory, TX and RX of a job's workers over time, burst "
+                         "samples shaded, the measurement window marked, so you can check the split. RUN is "
+                         "a job's raw file (raw/<id>.npz or .json), a dataset directory (its last job) or a "
+                         "job id looked up in --dataset.")
+    plot.add_argument("run", metavar="RUN_DIR_OR_ID", help="raw/<job_id>.npz|.json, a dataset dir, or a job id")
+    plot.add_argument("--out", required=True, help="image to write (.png, .pdf, .svg)")
+    plot.add_argument("--dataset", default=".", help="dataset directory where a job id is looked up (default .)")
+    plot.add_argument("--target", action="append", default=None,
+                      help="rank to draw, e.g. worker0 or server0 (repeatable; default all workers)")
+    plot.set_defaults(func=cmd_plot)
+
+    clean = cs.add_parser("cleanup", help="remove network namespaces/links left by a crashed run (root)",
+                          description="Delete driple- network namespaces, veth links and bridges whose collector "
+                          "process is gone. With --all, also those of running collectors.")
+    clean.add_argument("--all", action="store_true", help="remove every driple- namespace and link")
+    clean.set_defaults(func=cmd_cleanup)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from driple.collect.job import JobInterrupted, JobSpec
+    from driple.collect.launcher import run_job
+    from driple.collect.provenance import record
+    from driple.collect.results import ResultTable
+    from driple.settings import parse_setting
+
+    setting = parse_setting(args.setting)
+    spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
+                   knobs=_parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
+                   iterations=args.iterations)
+    out = Path(args.out) if args.out else Path("runs") / setting.id
+    record(out, setting=setting.id)
+    table = ResultTable(out)
+    if not args.json:
+        print(f"running {spec.model} in {setting.id} for {args.seconds:g} s after {spec.warmup} warm-up iterations ...",
+              file=sys.stderr)
+    try:
+        result = run_job(spec, setting, seconds=args.seconds, out_dir=out, timeout=args.timeout,
+                         launcher=args.launcher, period_s=args.period)
+    except JobInterrupted as stop:
+        table.append(stop.result.row)
+        raise KeyboardInterrupt from None
+    table.append(result.row)
+    if args.json:
+        print(json.dumps({**result.row, "raw_path": str(result.raw_path) if result.raw_path else None,
+                          "detail_path": str(result.detail_path)}, default=str))
+    else:
+        print(format_row(result.row, out))
+    return 0 if result.ok else 1
+
+
+def format_row(row: dict, out: Path) -> str:
+    """The 12 metrics with units, then the job's figures, as a small aligned table."""
+    from driple.metrics import METRICS, unit
+
+    lines = [f"job {row['job_id']}  setting {row['setting']}  status {row['status']}"]
+    if row["status"] != "ok":
+        lines.append(f"  reason: {row['reason']}")
+    else:
+        lines.append(f"  {'metric':<24}{'value':>12}  unit")
+        for m in METRICS:
+            lines.append(f"  {m:<24}{row[m]:>12.4g}  {unit(m)}")
+        extra = [
+            ("iteration time", row["iter_time_mean_s"] * 1e3, f"ms (std {row['iter_time_std_s'] * 1e3:.2f})"),
+            ("iterations measured", row["iterations"], "per worker"),
+            ("throughput", row["samples_per_s"], "samples/s (all workers)"),
+            ("sent per iteration", row["tx_bytes_per_iter"] / 1e6, "MB per worker"),
+            ("received per iteration", row["rx_bytes_per_iter"] / 1e6, "MB per worker"),
+            ("model parameters", (row["param_bytes"] or 0) / 1e6, "MB"),
+        ]
+        for name, value, u in extra:
+            lines.append(f"  {name:<24}{value:>12.4g}  {u}")
+    lines.append(f"  wall time {row['duration_s']:.1f} s; raw series: {out / row['raw_path'] if row['raw_path'] else 'none'}")
+    return "\n".join(lines)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from driple.collect.sweep import run_sweep
+
+    try:
+        counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
+                           retry_failed=args.retry_failed, progress=not args.no_progress,
+                           launcher=args.launcher)
+    except KeyboardInterrupt:
+        print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
+              "Run the same command again to continue.", file=sys.stderr)
+        return 130
+    print(f"{counts['total']} jobs: {counts['skipped']} done before, {counts['ok']} ok, "
+          f"{counts['failed']} failed -> {Path(args.out) / 'results.csv'}")
+    return 0
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    from driple.collect.sweep import load_grid, write_grid
+
+    path = write_grid(args.out, n=args.n, seed=args.seed, seconds=args.seconds, warmup=args.warmup)
+    print(f"wrote {len(load_grid(path)['jobs'])} jobs to {path}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from driple.collect.plot import plot_job
+
+    path = plot_job(args.run, args.out, dataset=args.dataset, targets=args.target)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from driple.collect.netns import remove_stale, require_root
+
+    require_root()
+    removed = remove_stale(all_owners=args.all)
+    print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove")
+    return 0
