@@ -6,7 +6,8 @@ state) are not ops and are dropped. Every op node carries:
 
 - ``op``: ATen op name without namespace/overload (``"addmm"``), or ``"comm.<kind>"``
 - ``phase``: ``"forward"`` (up to the loss), ``"backward"``, ``"optimizer"`` or ``"comm"``
-- ``out_bytes``: bytes of the op's tensor outputs (the paper's *tensor size*)
+- ``out_bytes``, ``out_numel``: bytes and elements of the op's tensor outputs (the paper's
+  *tensor size*)
 - ``in_bytes``: bytes of its tensor inputs
 - ``flops``: floating-point operations (torch's flop formulas for matmul/conv/attention; one
   per output element otherwise)
@@ -61,18 +62,13 @@ def _flops(node: torch.fx.Node) -> int:
     return sum(t.numel() for t in _tensors(out))
 
 
-def build_op_graph(traced: TracedStep) -> nx.DiGraph:
-    """The op-level DiGraph of a traced step (see module docstring for node attributes)."""
-    nodes = list(traced.graph_module.graph.nodes)
-    index = {n: i for i, n in enumerate(nodes)}
-    grad_idx = [index[g] for g in traced.grad_nodes if g is not None]
-    loss_i = index[traced.loss_node]
-    backward_end = max(grad_idx) if grad_idx else loss_i
+def _op_nodes(nodes, on_op):
+    """Walk fx ``nodes``, contracting bookkeeping ops; call ``on_op(node, name, inputs)`` per op.
 
-    graph = nx.DiGraph()
-    sources: dict[torch.fx.Node, tuple[str, ...]] = {}  # fx node -> op-graph nodes it stands for
-    param_alias = {p: i for i, p in enumerate(traced.param_nodes)}  # fx node -> parameter index
-    param_users: list[list[str]] = [[] for _ in traced.param_nodes]
+    ``inputs`` are the op-graph names of the op's producers. Returns the fx node → op-graph
+    names map (a contracted node stands for its producers; placeholders stand for nothing).
+    """
+    sources: dict[torch.fx.Node, tuple[str, ...]] = {}
     for node in nodes:
         if node.op != "call_function":
             sources[node] = ()
@@ -81,30 +77,112 @@ def build_op_graph(traced: TracedStep) -> nx.DiGraph:
         ins = tuple(dict.fromkeys(s for a in node.all_input_nodes for s in sources.get(a, ())))
         if name.startswith(_DROP_PREFIX):
             sources[node] = ()
-            continue
-        if name in _CONTRACT:
+        elif name in _CONTRACT:
             sources[node] = ins
-            if node.all_input_nodes and node.all_input_nodes[0] in param_alias:
-                param_alias[node] = param_alias[node.all_input_nodes[0]]
-            continue
+        else:
+            sources[node] = (on_op(node, name, ins),)
+    return sources
+
+
+def _attrs(node: torch.fx.Node, name: str, phase: str) -> dict:
+    return {
+        "op": name,
+        "phase": phase,
+        "out_bytes": tensor_bytes(node.meta.get("val")),
+        "out_numel": sum(t.numel() for t in _tensors(node.meta.get("val"))),
+        "in_bytes": sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes),
+        "flops": _flops(node),
+    }
+
+
+def _aliases(nodes, roots: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, int]:
+    """Map fx nodes that are a root placeholder or a contracted view of one to the root's index."""
+    alias = dict(roots)
+    for node in nodes:
+        if node.op == "call_function" and op_name(node.target) in _CONTRACT:
+            first = node.all_input_nodes[0] if node.all_input_nodes else None
+            if first in alias:
+                alias[node] = alias[first]
+    return alias
+
+
+def build_op_graph(traced: TracedStep) -> nx.DiGraph:
+    """The op-level DiGraph of a traced step (see module docstring for node attributes)."""
+    nodes = list(traced.graph_module.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    loss_i = index[traced.loss_node]
+    graph = nx.DiGraph()
+    param_alias = _aliases(nodes, {p: i for i, p in enumerate(traced.param_nodes)})
+    param_users: list[list[str]] = [[] for _ in traced.param_nodes]
+
+    def add(node, name, ins):
+        graph.add_node(node.name, **_attrs(node, name, "forward" if index[node] <= loss_i else "backward"))
+        graph.add_edges_from((s, node.name) for s in ins)
         for a in node.all_input_nodes:
             if a in param_alias:
                 param_users[param_alias[a]].append(node.name)
-        i = index[node]
-        phase = "forward" if i <= loss_i else ("backward" if i <= backward_end else "optimizer")
-        graph.add_node(
-            node.name,
-            op=name,
-            phase=phase,
-            out_bytes=tensor_bytes(node.meta.get("val")),
-            in_bytes=sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes),
-            flops=_flops(node),
-        )
-        graph.add_edges_from((s, node.name) for s in ins)
-        sources[node] = (node.name,)
+        return node.name
+
+    sources = _op_nodes(nodes, add)
     graph.graph["sources"] = {n.name: sources[n] for n in nodes}
+    if traced.update is not None:
+        _add_updates(graph, traced, param_users)
     graph.graph["param_users"] = param_users  # per trainable parameter: ops that read it
     return graph
+
+
+def _add_updates(graph: nx.DiGraph, traced: TracedStep, param_users: list[list[str]]) -> None:
+    """Replicate the optimizer's per-kind update template once per parameter.
+
+    Sizes and FLOPs of template ops whose output has the representative's element count are
+    scaled to the parameter's; scalar bookkeeping (e.g. Adam's step count) is copied as is.
+    """
+    tpl = traced.update
+    nodes = list(tpl.graph_module.graph.nodes)
+    n_reps = len(tpl.param_nodes)
+    roots = {**{p: r for r, p in enumerate(tpl.param_nodes)}, **{g: r for r, g in enumerate(tpl.grad_nodes)}}
+    owner: dict[torch.fx.Node, int] = dict(roots)  # fx node -> representative it works for
+    template: list[list[tuple]] = [[] for _ in range(n_reps)]  # per rep: (name, attrs, ins, reads)
+    param_alias = _aliases(nodes, {p: r for r, p in enumerate(tpl.param_nodes)})
+    grad_alias = _aliases(nodes, {g: r for r, g in enumerate(tpl.grad_nodes)})
+    for node in nodes:  # a state placeholder belongs to the rep whose ops first read it
+        if node.op == "call_function":
+            reps = {owner[a] for a in node.all_input_nodes if a in owner}
+            if reps:
+                owner[node] = min(reps)
+                for a in node.all_input_nodes:
+                    owner.setdefault(a, owner[node])
+
+    def add(node, name, ins):
+        r = owner.get(node)
+        if r is not None:
+            template[r].append((node.name, _attrs(node, name, "optimizer"), ins,
+                                any(a in param_alias for a in node.all_input_nodes),
+                                any(a in grad_alias for a in node.all_input_nodes)))
+        return node.name
+
+    _op_nodes(nodes, add)
+    grad_ops = {}
+    for i, r in enumerate(tpl.rep_of):
+        if r is None:
+            continue
+        numel = int(torch.Size(traced.param_shapes[i]).numel())
+        scale = numel / max(tpl.rep_numel[r], 1)
+        grads = grad_ops.setdefault(i, tuple(n for n in resolve(graph, traced.grad_nodes[i]) if n in graph))
+        for name, attrs, ins, reads_param, reads_grad in template[r]:
+            new = f"{name}__p{i}"
+            a = dict(attrs)
+            if scale != 1 and a["out_numel"] == tpl.rep_numel[r]:  # param-shaped output
+                a["out_numel"] = numel
+                a["out_bytes"] = int(a["out_bytes"] * scale)
+                a["in_bytes"] = int(a["in_bytes"] * scale)
+                a["flops"] = int(a["flops"] * scale)
+            graph.add_node(new, **a)
+            graph.add_edges_from((f"{s}__p{i}", new) for s in ins)
+            if reads_grad:
+                graph.add_edges_from((g, new) for g in grads)
+            if reads_param:
+                param_users[i].append(new)
 
 
 def resolve(graph: nx.DiGraph, fx_node: torch.fx.Node | None) -> tuple[str, ...]:

@@ -8,8 +8,9 @@ momentum ``mul_``/``add_``, not the first-step ``clone``).
 """
 from __future__ import annotations
 
+import collections
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -32,8 +33,9 @@ _DATA_DEPENDENT = (
 class TracedStep:
     """A traced training step and where its parameters and gradients are in the graph.
 
-    ``grad_nodes[i]`` is the fx node that produces the gradient of trainable parameter ``i``
-    (``None`` if the parameter received no gradient). ``loss_node`` ends the forward pass.
+    ``graph_module`` holds forward and backward; ``grad_nodes[i]`` is the fx node that produces
+    the gradient of trainable parameter ``i`` (``None`` if it received none); ``loss_node``
+    ends the forward pass; ``update`` is the optimizer's per-kind update template.
     """
 
     graph_module: torch.fx.GraphModule
@@ -46,7 +48,7 @@ class TracedStep:
     batch_size: int
     seconds: float
     optimizer: str = ""
-    extra: dict = field(default_factory=dict)
+    update: "UpdateTemplate | None" = None
 
     @property
     def param_bytes(self) -> list[int]:
@@ -139,6 +141,12 @@ def trace_training_step(
 
     ``example_batch`` is ``(inputs, targets)`` or ``inputs``; ``loss_fn(output, targets)``
     defaults to :func:`default_loss`. Nothing real is computed and the model is not modified.
+
+    Forward and backward are traced whole. The optimizer update is traced once per *kind* of
+    parameter (same param group, rank and dtype) on a representative, since torch's
+    per-parameter update runs the same ops for every parameter of a kind; the op graph
+    replicates it per parameter (see :mod:`driple.graph.opgraph`). This keeps tracing cost
+    independent of the parameter count.
     """
     if not isinstance(model, nn.Module):
         raise DripleError(f"expected a torch.nn.Module to trace, got {type(model).__name__}")
@@ -158,18 +166,8 @@ def trace_training_step(
     buffers = {n: fake_mode.from_tensor(b) for n, b in model.named_buffers()}
     plist = list(params.values())
     opt = _make_optimizer(optimizer, plist)
-    with fake_mode:  # steady-state optimizer state: one zero-gradient step, all fake
-        for p in plist:
-            p.grad = torch.zeros_like(p)
-        try:
-            opt.step()
-        except Exception as exc:  # noqa: BLE001 — any failure here is the optimizer's
-            raise _explain(exc, "the optimizer step") from None
-        opt.zero_grad(set_to_none=True)
     fake_inputs = fake_mode.from_tensor(inputs) if isinstance(inputs, torch.Tensor) else inputs
     fake_targets = fake_mode.from_tensor(targets) if isinstance(targets, torch.Tensor) else targets
-    state = [t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    state_inputs = plist + list(buffers.values()) + state
 
     def step(x, y, *_state):
         out = functional_call(model, {**params, **frozen, **buffers}, (x,))
@@ -178,15 +176,15 @@ def trace_training_step(
             raise DripleError("the loss function must return a scalar tensor")
         loss.backward()
         grads = [p.grad for p in plist]
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        for p in plist:
+            p.grad = None
         return (loss, *grads)
 
     was_training = model.training
     model.train()
     try:
         with fake_mode:
-            gm = make_fx(step, tracing_mode="real")(fake_inputs, fake_targets, *state_inputs)
+            gm = make_fx(step, tracing_mode="real")(fake_inputs, fake_targets, *plist, *buffers.values())
     except DripleError:
         raise
     except Exception as exc:  # noqa: BLE001 — user code may raise anything; explain it
@@ -194,8 +192,9 @@ def trace_training_step(
     finally:
         model.train(was_training)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    outs = out_node.args[0]
+    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    grad_nodes = [g if isinstance(g, torch.fx.Node) else None for g in outs[1:]]
+    template = _trace_optimizer_template(opt, plist, [g is not None for g in grad_nodes], fake_mode, make_fx)
     batch = int(inputs.shape[0]) if isinstance(inputs, torch.Tensor) and inputs.dim() else 1
     return TracedStep(
         graph_module=gm,
@@ -203,9 +202,73 @@ def trace_training_step(
         param_shapes=[tuple(p.shape) for _, p in named],
         param_dtypes=[p.dtype for _, p in named],
         param_nodes=placeholders[2 : 2 + len(plist)],
-        grad_nodes=[g if isinstance(g, torch.fx.Node) else None for g in outs[1:]],
+        grad_nodes=grad_nodes,
         loss_node=outs[0],
         batch_size=batch,
         seconds=time.perf_counter() - start,
         optimizer=type(opt).__name__,
+        update=template,
     )
+
+
+@dataclass
+class UpdateTemplate:
+    """The optimizer update traced on one representative parameter per kind.
+
+    ``rep_of[i]`` is the representative of parameter ``i`` (``None``: no gradient, no update);
+    ``param_nodes[r]``/``grad_nodes[r]`` are representative ``r``'s placeholders in
+    ``graph_module``; ``rep_numel[r]`` its element count (to scale sizes to parameter ``i``).
+    """
+
+    graph_module: torch.fx.GraphModule
+    rep_of: list[int | None]
+    param_nodes: list[torch.fx.Node]
+    grad_nodes: list[torch.fx.Node]
+    rep_numel: list[int]
+
+
+def _trace_optimizer_template(opt, plist, has_grad, fake_mode, make_fx) -> UpdateTemplate:
+    import copy
+
+    group_of = {id(p): gi for gi, g in enumerate(opt.param_groups) for p in g["params"]}
+    kinds: dict[tuple, list[int]] = {}  # (param group, rank, dtype) -> parameter indices
+    for i, (p, ok) in enumerate(zip(plist, has_grad)):
+        if ok:
+            kinds.setdefault((group_of[id(p)], p.dim(), p.dtype), []).append(i)
+    rep_of: list[int | None] = [None] * len(plist)
+    reps: list[nn.Parameter] = []
+    groups: list[list[nn.Parameter]] = [[] for _ in opt.param_groups]
+    for (gi, _, _), members in kinds.items():
+        rep = max(members, key=lambda i: plist[i].numel())  # largest: scalars stay unambiguous
+        for i in members:
+            rep_of[i] = len(reps)
+        reps.append(plist[rep])
+        groups[gi].append(plist[rep])
+    mini = copy.copy(opt)  # same class, hyper-parameters and hooks; only the representatives
+    mini.param_groups = [{**g, "params": ps} for g, ps in zip(opt.param_groups, groups) if ps]
+    mini.state = collections.defaultdict(dict)
+    with fake_mode:
+        grads = [torch.zeros_like(r) for r in reps]
+        for r, g in zip(reps, grads):  # one zero-gradient step: steady-state optimizer state
+            r.grad = g
+        try:
+            mini.step()
+        except Exception as exc:  # noqa: BLE001 — any failure here is the optimizer's
+            raise _explain(exc, "the optimizer step") from None
+        state = [t for r in reps for t in mini.state[r].values() if isinstance(t, torch.Tensor)]
+
+        def update(*_tensors):
+            for r, g in zip(reps, grads):
+                r.grad = g
+            mini.step()
+            for r in reps:
+                r.grad = None
+            return ()
+
+        try:
+            gm = make_fx(update, tracing_mode="real")(*reps, *grads, *state)
+        except Exception as exc:  # noqa: BLE001
+            raise _explain(exc, "the optimizer step") from None
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    n = len(reps)
+    return UpdateTemplate(gm, rep_of, ph[:n], ph[n : 2 * n], [r.numel() for r in reps])

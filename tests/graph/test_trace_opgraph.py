@@ -36,6 +36,18 @@ def test_mlp_step_op_counts(mlp_step):
     assert phases["optimizer"] == Counter({"add_": 8, "mul_": 4})
 
 
+def test_update_replicated_per_parameter_with_its_size(mlp_step):
+    model, batch, loss, opt = mlp_step
+    graph = build_op_graph(trace_training_step(model, batch, loss_fn=loss, optimizer=opt))
+    updates = [d for _, d in graph.nodes(data=True) if d["phase"] == "optimizer"]
+    # three param-sized outputs per parameter (buf.mul_, buf.add_, p.add_): 3 x 67 floats
+    assert sum(d["out_bytes"] for d in updates) == 3 * 67 * 4
+    # each parameter's update reads that parameter's gradient
+    grads_in = {u for u, v in graph.edges if graph.nodes[v]["phase"] == "optimizer"
+                and graph.nodes[u]["phase"] == "backward"}
+    assert len(grads_in) == 4
+
+
 def test_cnn_node_sizes_and_flops(cnn_step):
     model, batch, loss, opt = cnn_step
     graph = build_op_graph(trace_training_step(model, batch, loss_fn=loss, optimizer=opt))
