@@ -266,16 +266,20 @@ class _Run:
 
     # -- supervise ----------------------------------------------------------------------
     def _check_exits(self) -> bool:
-        """True when the job is over (all ranks done, or one failed: then the row says why)."""
-        done = True
-        for name, proc in self.procs:
-            code = proc.poll()
-            if code is None:
-                done = False
-            elif code != 0:
-                self.fail(f"{name} {_describe_exit(code)}: {_last_error(self.work / f'{name}.log')}")
-                return True
-        return done
+        """True when the job is over (all ranks done, or one failed: then the row says why).
+
+        When several ranks are found dead at once, the reason names the one whose error is not
+        merely a lost connection to a peer that died first.
+        """
+        codes = [(name, proc.poll()) for name, proc in self.procs]
+        failed = [(name, code) for name, code in codes if code not in (None, 0)]
+        if failed:
+            reasons = [(f"{name} {_describe_exit(code)}: {_last_error(self.work / f'{name}.log')}")
+                       for name, code in failed]
+            reasons.sort(key=_is_peer_loss)
+            self.fail(reasons[0])
+            return True
+        return all(code == 0 for _, code in codes)
 
     def _supervise(self, deadline: float) -> None:
         while not self._check_exits():
@@ -341,6 +345,16 @@ def _last_error(log: Path) -> str:
         if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
             return line[:300]
     return lines[-1][:300] if lines else "no output"
+
+
+_PEER_LOSS = ("connection", "closed", "broken pipe", "reset by peer", "gloo", "nccl", "tensorpipe",
+              "eof", "timed out", "terminated", "sigterm")
+
+
+def _is_peer_loss(reason: str) -> bool:
+    """True for errors that follow another rank's death (lost connections, killed by us)."""
+    text = reason.lower()
+    return any(word in text for word in _PEER_LOSS)
 
 
 def _free_port() -> int:

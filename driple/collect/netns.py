@@ -120,6 +120,7 @@ class EmulatedCluster:
                 raise DripleError("this process already runs an emulated cluster; one at a time")
             _ACTIVE.add(self)
         self._up = True
+        self._hook_signals()
         try:
             _ip("ip", "link", "add", self.bridge, "type", "bridge")
             _no_ipv6(self.bridge)
@@ -157,6 +158,29 @@ class EmulatedCluster:
         self._up = False
         with _LOCK:
             _ACTIVE.discard(self)
+        self._unhook_signals()
+
+    def _hook_signals(self) -> None:
+        """SIGTERM/SIGHUP with no handler would end the process without clean-up: make them
+        raise KeyboardInterrupt (like Ctrl-C) so ``with`` blocks and ``finally`` run."""
+        self._old_handlers = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
+
+    def _unhook_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in getattr(self, "_old_handlers", {}).items():
+            if signal.getsignal(sig) is _raise_interrupt:
+                signal.signal(sig, old)
+        self._old_handlers = {}
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _no_ipv6(dev: str) -> None:

@@ -99,7 +99,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
                 if np.isfinite(lab.threshold_):
                     ax.axhline(lab.threshold_, color="grey", ls=":", lw=0.8, label="threshold")
                 ax.axhline(lab.burst_amount_, color="tab:red", ls="--", lw=0.8, label="burst amount")
-                ax.text(0.01, 0.97,
+                ax.text(0.01, 0.87,
                         f"burst {lab.burst_amount_:.3g} {UNITS[res]}, {lab.burst_duration_ * 1e3:.1f} ms; "
                         f"idle {lab.idle_duration_ * 1e3:.1f} ms",
                         transform=ax.transAxes, va="top", fontsize=8,

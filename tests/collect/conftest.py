@@ -101,4 +101,29 @@ def worker_pids(marker: str) -> list[int]:
 
 @pytest.fixture
 def tiny_model() -> str:
+    """``<conftest.py>:tiny_mlp``: the user-code workload of the real-job tests."""
     return TINY
+
+
+@pytest.fixture
+def leftovers():
+    """Function listing driple namespaces and links alive now."""
+    return driple_leftovers
+
+
+@pytest.fixture
+def pids_of():
+    """Function listing live processes whose command line contains a marker."""
+    return worker_pids
+
+
+@pytest.fixture(scope="session")
+def ddp_job(tmp_path_factory):
+    """One real 2-worker gloo DDP job on loopback (~10 s measured), shared by several tests."""
+    from driple.collect import run_job
+    from driple.collect.job import JobSpec
+
+    out = tmp_path_factory.mktemp("ddp")
+    spec = JobSpec(model=TINY, batch_size=32, knobs={"width": 1024}, warmup=5)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=10, out_dir=out, timeout=120)
+    return out, result
