@@ -81,9 +81,9 @@ def test_gpu_rates_average_the_driver_samples():
 def test_step_integration_outside_is_nan():
     t = np.array([100, 200, 300])
     v = np.array([1.0, 2.0, 3.0])
-    out = _integrate_steps(t, v, np.array([0, 50, 150, 300, 400]))
-    # knots 0,100,200,300 with cumulative 0,100,300,600
-    assert np.isnan(out[[0, 4]]).all() is np.True_ or (np.isnan(out[0]) and np.isnan(out[4]))
+    out = _integrate_steps(t, v, np.array([-10, 50, 150, 300, 400]))
+    # the first sample covers one median gap before it: knots 0,100,200,300, integral 0,100,300,600
+    assert np.isnan(out[0]) and np.isnan(out[4])
     assert out[1:4].tolist() == pytest.approx([50.0, 200.0, 600.0])
 
 
