@@ -1,0 +1,89 @@
+"""Real distributed jobs: DDP and parameter server on loopback, and how failures end.
+
+Each test launches real worker processes (seconds each), so they are marked slow; they run in
+CI all the same. Every test checks that no process is left behind.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import psutil
+import pytest
+
+from driple.collect import run_job
+from driple.collect.job import JobSpec
+from driple.metrics import METRICS
+
+pytestmark = pytest.mark.slow
+
+
+def _no_children_left():
+    kids = [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != "zombie"]
+    assert kids == [], f"processes left behind: {[p.cmdline()[:4] for p in kids]}"
+
+
+def test_ddp_sends_one_model_per_iteration(ddp_job):
+    """Ring all-reduce over 2 workers: each sends and receives ~1x the parameter bytes per iteration."""
+    out, result = ddp_job
+    row = result.row
+    assert result.ok, row["reason"]
+    _no_children_left()
+    assert row["param_bytes"] == 4 * (64 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
+    assert row["iterations"] >= 20
+    for key in ("tx_bytes_per_iter", "rx_bytes_per_iter"):
+        assert row[key] == pytest.approx(row["param_bytes"], rel=0.10), key
+    assert all(math.isfinite(row[m]) for m in METRICS)
+    assert row["tx_burst_amount"] > 0 and row["compute_burst_amount"] > 0
+    assert row["samples_per_s"] == pytest.approx(2 * 32 / row["iter_time_mean_s"], rel=0.3)
+    assert result.raw_path == out / "raw" / f"{row['job_id']}.npz" and result.raw_path.exists()
+    assert not (out / "raw" / f"{row['job_id']}.work").exists()
+
+    detail = json.loads(result.detail_path.read_text())
+    assert set(detail["per_rank"]) == {"worker0", "worker1"}
+    for name, rank in detail["per_rank"].items():
+        assert rank["labels"].keys() >= set(METRICS)
+        # the comm hook saw every gradient byte, in buckets, in the last iteration
+        assert sum(rank["buckets_last_iteration_bytes"]) == row["param_bytes"]
+        iters = np.array(detail["iterations_ns"][name])
+        assert len(iters) == detail["warmup"] + rank["iterations"]
+        assert rank["window_ns"] == [int(iters[5, 1]), int(iters[-1, 2])]  # warm-up excluded
+
+
+def test_parameter_server_job_has_network(tmp_path, tiny_model):
+    spec = JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3)
+    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=3, out_dir=tmp_path, timeout=120)
+    row = result.row
+    assert result.ok, row["reason"]
+    _no_children_left()
+    assert row["setting"] == "cpu-ps-p1w2-lo"
+    assert row["tx_burst_amount"] > 0 and row["rx_burst_amount"] > 0
+    # push of all gradients, pull of all parameters (one server): ~1x model each way, plus RPC framing
+    assert row["tx_bytes_per_iter"] == pytest.approx(row["param_bytes"], rel=0.25)
+    assert row["rx_bytes_per_iter"] == pytest.approx(row["param_bytes"], rel=0.25)
+    detail = json.loads(result.detail_path.read_text())
+    server = detail["per_rank"]["server0"]
+    assert server["rx_bytes"] > 0 and server["tx_bytes"] > 0
+
+
+def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of):
+    spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "crash_at": 3}, warmup=2)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=30, out_dir=tmp_path, timeout=120)
+    row = result.row
+    assert row["status"] == "failed"
+    assert "worker1" in row["reason"] and "injected crash" in row["reason"], row["reason"]
+    assert row["duration_s"] < 60  # noticed at once, not after the timeout
+    assert pids_of(str(tmp_path)) == []
+    _no_children_left()
+    assert "injected crash" in (tmp_path / "raw" / f"{row['job_id']}.log").read_text()
+
+
+def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of):
+    spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "hang_at": 3}, warmup=2)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=20)
+    row = result.row
+    assert row["status"] == "failed" and row["reason"].startswith("timeout"), row["reason"]
+    assert 20 <= row["duration_s"] < 40
+    assert pids_of(str(tmp_path)) == []
+    _no_children_left()
