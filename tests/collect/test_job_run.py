@@ -81,9 +81,9 @@ def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of):
 
 def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of):
     spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "hang_at": 3}, warmup=2)
-    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=20)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=15)
     row = result.row
     assert row["status"] == "failed" and row["reason"].startswith("timeout"), row["reason"]
-    assert 20 <= row["duration_s"] < 40
+    assert 15 <= row["duration_s"] < 35
     assert pids_of(str(tmp_path)) == []
     _no_children_left()
