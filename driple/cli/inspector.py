@@ -1,0 +1,201 @@
+"""``driple train``, ``driple evaluate``, ``driple finetune``: the inspector's commands.
+
+Thin: parse, call :mod:`driple.inspector`, print. Every command's work is one library call.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os.path as osp
+import sys
+
+from driple.errors import DripleError
+
+
+def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--dataset", required=required, metavar="DIR",
+                   help="collector dataset directory holding results.csv (e.g. datasets/cpu-ddp-w2-lo)")
+    p.add_argument("--rebuild", action="store_true", help="rebuild every graph instead of using the cache")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _training_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, default=300, help="upper bound on epochs (default 300)")
+    p.add_argument("--patience", type=int, default=30,
+                   help="stop after this many epochs without a better validation loss (default 30)")
+    p.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
+    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--weight-decay", type=float, default=1e-6, help="Adam weight decay (default 1e-6)")
+    p.add_argument("--target-scaling", default="max", choices=["max", "standard", "log"],
+                   help="per-metric target scaling: divide by the training max (paper), z-score, "
+                   "or z-score of log1p (default max)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and shuffling")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    train = sub.add_parser(
+        "train", help="train an inspector on a measured dataset",
+        description="Train an inspector (GCN + repeated GCN/GRU + Set2Set + MLP) on the jobs of one "
+        "collector dataset and save it with its scalers, split and test scores.")
+    _dataset_args(train)
+    train.add_argument("--out", required=True, metavar="DIR",
+                       help="directory for the checkpoint (inspector.pt and scores.json)")
+    train.add_argument("--split", default="random", choices=["random", "family"],
+                       help="random 60/20/20, or hold out every job of --family (default random)")
+    train.add_argument("--family", help="model family to hold out with --split family")
+    train.add_argument("--groups", type=int, default=100, help="groups per graph M (default 100)")
+    train.add_argument("--grouping", default="uniform", choices=["uniform", "proportional", "none"],
+                       help="grouping policy of the graph builder (default uniform)")
+    train.add_argument("--features", default="driple", choices=["driple", "rich"],
+                       help="per-group feature set (default driple: op frequency, tensor MB, ops)")
+    train.add_argument("--hidden", type=int, default=64, help="hidden channels (default 64)")
+    train.add_argument("--repeats", type=int, default=None,
+                       help="repetitions K of the shared GCN layer (default groups/2)")
+    train.add_argument("--dropout", type=float, default=0.0, help="dropout in the MLP head (default 0)")
+    _training_args(train)
+    train.set_defaults(func=run_train)
+
+    ev = sub.add_parser(
+        "evaluate", help="score an inspector against baselines on a dataset",
+        description="Per-metric NRMSE (RMSE / mean measured) and MAPE of the inspector next to the "
+        "training mean and a gradient-boosting model on graph-level attributes, all fitted on the "
+        "same split in this run. --split family retrains the inspector once per held-out family.")
+    ev.add_argument("checkpoint", help="trained model directory or .pt file")
+    _dataset_args(ev, required=False)
+    ev.add_argument("--split", default="random", choices=["random", "family"],
+                    help="random: the checkpoint's test jobs; family: leave-one-family-out (retrains)")
+    ev.add_argument("--baselines", default="mean,gbr",
+                    help="comma-separated baselines among mean, gbr, knn (default mean,gbr)")
+    ev.add_argument("--seed", type=int, default=None, help="seed (default: the checkpoint's)")
+    ev.add_argument("--json", action="store_true", help="print the report as JSON")
+    ev.add_argument("--plot", metavar="PNG", help="save predicted-vs-measured scatter plots here")
+    ev.set_defaults(func=run_evaluate)
+
+    ft = sub.add_parser(
+        "finetune", help="transfer an inspector to a new setting with little data",
+        description="Fine-tune an inspector trained in one setting on a fraction of another "
+        "setting's jobs. Schemes: paper (second half of the repeated layer + MLP), mlp (MLP only, "
+        "as Driple's public code), scratch (fresh model, for comparison).")
+    ft.add_argument("--from", dest="source", required=True, metavar="DIR",
+                    help="trained model directory or .pt file of the source setting")
+    _dataset_args(ft)
+    ft.add_argument("--out", metavar="DIR", help="directory for the fine-tuned checkpoint")
+    ft.add_argument("--fraction", type=float, default=0.4,
+                    help="share of the target's training jobs to use, in (0, 1] (default 0.4)")
+    ft.add_argument("--scheme", default="paper", choices=["paper", "mlp", "scratch"],
+                    help="what to train (default paper)")
+    ft.add_argument("--epochs", type=int, default=None, help="upper bound on epochs (default: source's)")
+    ft.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: source's)")
+    ft.add_argument("--lr", type=float, default=None, help="learning rate (default: source's)")
+    ft.add_argument("--seed", type=int, default=None, help="seed (default: source's)")
+    ft.add_argument("--json", action="store_true", help="print the result as JSON")
+    ft.set_defaults(func=run_finetune)
+
+
+def _load_dataset(args, groups=None, grouping=None, features=None):
+    from driple.inspector.dataset import InspectorDataset
+
+    if not osp.isdir(args.dataset):
+        raise DripleError(f"{args.dataset} is not a directory; pass a collector dataset dir "
+                          "such as datasets/cpu-ddp-w2-lo")
+    return InspectorDataset(args.dataset, groups=groups or 100, grouping=grouping or "uniform",
+                            features=features or "driple", force_reload=args.rebuild,
+                            progress=not args.quiet)
+
+
+def _print_scores(title: str, table: dict, out=sys.stdout) -> None:
+    from driple.metrics import METRICS
+
+    print(title, file=out)
+    for metric in (*METRICS, "mean"):
+        e = table[metric]
+        nrmse = "-" if e["nrmse"] is None else f"{e['nrmse']:.3f}"
+        mape = "-" if e["mape"] is None else f"{e['mape']:.1f}%"
+        print(f"  {metric:28s} NRMSE {nrmse:>7s}   MAPE {mape:>7s}", file=out)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from driple.inspector.splits import make_split
+    from driple.inspector.train import TrainOptions, train_inspector
+
+    dataset = _load_dataset(args, args.groups, args.grouping, args.features)
+    split = make_split(dataset, args.split, seed=args.seed, family=args.family)
+    options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
+                           patience=args.patience, batch_size=args.batch_size,
+                           target_scaling=args.target_scaling, seed=args.seed)
+    repeats = args.repeats if args.repeats is not None else max(1, args.groups // 2)
+    print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, test {len(split.test)} jobs",
+          file=sys.stderr)
+    predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=repeats,
+                                dropout=args.dropout, options=options, progress=not args.quiet)
+    path = predictor.save(args.out)
+    scores_path = osp.join(osp.dirname(path), "scores.json")
+    with open(scores_path, "w") as f:
+        json.dump({"setting": predictor.setting, "split": split.kind, "scores": predictor.info["scores"],
+                   "history": {k: v for k, v in predictor.info["history"].items()
+                               if k not in ("train_loss", "val_loss")}}, f, indent=2)
+    h = predictor.info["history"]
+    print(f"trained {h['epochs']} epochs in {h['seconds']:.0f} s (best epoch {h['best_epoch']}); "
+          f"saved {path}")
+    if "test" in predictor.info["scores"]:
+        _print_scores(f"test jobs ({len(split.test)}):", predictor.info["scores"]["test"])
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
+    from driple.inspector.predictor import load_predictor
+
+    predictor = load_predictor(args.checkpoint)
+    builder = predictor.info.get("builder", {})
+    if not args.dataset:
+        args.dataset = predictor.info.get("dataset")
+        if not args.dataset:
+            raise DripleError("pass --dataset DIR (the checkpoint does not record its dataset)")
+    dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
+    baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = [b for b in baselines if b not in ("mean", "gbr", "knn")]
+    if unknown:
+        raise DripleError(f"unknown baseline(s) {', '.join(unknown)}; choose among mean, gbr, knn")
+    report = evaluate(predictor, dataset, split=args.split, baselines=baselines, seed=args.seed,
+                      progress=not args.quiet)
+    if args.plot:
+        plot_predictions(report, args.plot)
+    if args.json:
+        json.dump(to_json(report), sys.stdout, indent=2)
+        print()
+    else:
+        print(format_report(report))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from driple.inspector.predictor import load_predictor
+    from driple.inspector.train import TrainOptions
+    from driple.inspector.transfer import finetune
+
+    source = load_predictor(args.source)
+    builder = source.info.get("builder", {})
+    dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
+    known = {k: v for k, v in source.info.get("training", {}).items()
+             if k in TrainOptions.__dataclass_fields__}
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience),
+                                   ("lr", args.lr), ("seed", args.seed)) if v is not None}
+    options = TrainOptions(**{**known, **overrides})
+    predictor = finetune(source, dataset, fraction=args.fraction, scheme=args.scheme,
+                         options=options, progress=not args.quiet)
+    if args.out:
+        predictor.save(args.out)
+    t = predictor.info["transfer"]
+    if args.json:
+        json.dump({"transfer": t, "scores": predictor.info["scores"]}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"fine-tuned {t['from_setting']} -> {predictor.setting} ({t['scheme']}, "
+          f"{t['n_train']} training jobs = {t['fraction']:.0%}, {t['trainable_parameters']} "
+          f"trainable parameters) in {t['seconds']:.1f} s" + (f"; saved {args.out}" if args.out else ""))
+    if "test" in predictor.info["scores"]:
+        _print_scores("target test jobs:", predictor.info["scores"]["test"])
+    return 0

@@ -1,0 +1,39 @@
+"""The inspector: a graph network that predicts a job's 12 resource metrics from its graph.
+
+Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits` ->
+:mod:`scaling` -> :mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by
+:mod:`train` -> :mod:`predictor` (model + scalers, checkpoint) -> :mod:`evaluate` (next to
+:mod:`baselines`, with :mod:`scores`) and :mod:`transfer` (fine-tuning to another setting).
+
+Importing this package is cheap; torch is imported when a name below is first used.
+"""
+from __future__ import annotations
+
+_LAZY = {
+    "Inspector": "driple.inspector.model",
+    "InspectorDataset": "driple.inspector.dataset",
+    "FeatureScaler": "driple.inspector.scaling",
+    "TargetScaler": "driple.inspector.scaling",
+    "Split": "driple.inspector.splits",
+    "random_split": "driple.inspector.splits",
+    "family_splits": "driple.inspector.splits",
+    "TrainOptions": "driple.inspector.train",
+    "train_inspector": "driple.inspector.train",
+    "Predictor": "driple.inspector.predictor",
+    "load_predictor": "driple.inspector.predictor",
+    "finetune": "driple.inspector.transfer",
+    "freeze_for_transfer": "driple.inspector.transfer",
+    "nrmse": "driple.inspector.scores",
+    "mape": "driple.inspector.scores",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'driple.inspector' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

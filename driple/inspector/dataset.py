@@ -1,0 +1,280 @@
+"""Measured jobs of a dataset directory as grouped graphs with their 12 targets.
+
+A dataset directory is what the collector writes (``datasets/<setting>/``): ``results.csv``
+(one row per job) plus ``provenance.json`` and ``raw/``. Each ``status == "ok"`` row becomes
+one :class:`torch_geometric.data.Data`: the grouped graph of the job's training step (built by
+:func:`driple.graph.build.build_zoo_input` from the row's model, knobs, batch size, optimizer
+and setting) with ``y`` ``[1, 12]`` the measured metrics in raw units (NaN where the collector
+could not measure one).
+
+Building a graph traces a training step (about a second), so every graph is cached under
+``<dir>/processed/graphs/`` keyed by its configuration, the builder options and the op
+vocabulary; the collated dataset is cached too, keyed by the rows it holds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import os.path as osp
+import warnings
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+
+from driple.errors import DripleError
+from driple.metrics import METRICS
+
+CACHE_VERSION = 1  # bump when the cached graph layout changes
+CONFIG_COLUMNS = ("model", "knobs", "batch_size", "optimizer", "setting")
+GRAPH_KEYS = ("x", "edge_index", "edge_weight", "graph_attr")
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _parse_knobs(text) -> dict:
+    if isinstance(text, dict):
+        return text
+    if text is None or (isinstance(text, float) and np.isnan(text)) or str(text).strip() == "":
+        return {}
+    try:
+        knobs = json.loads(text)
+    except ValueError:
+        raise DripleError(f"cannot read knobs {text!r}: the 'knobs' column must hold JSON") from None
+    if not isinstance(knobs, dict):
+        raise DripleError(f"knobs {text!r} must be a JSON object")
+    return knobs
+
+
+def job_config(row: dict) -> dict:
+    """The part of a results row that decides the graph: model, knobs, batch size, optimizer,
+    setting (plain types, knobs parsed from JSON)."""
+    return {
+        "model": str(row["model"]),
+        "knobs": _parse_knobs(row.get("knobs")),
+        "batch_size": int(row["batch_size"]),
+        "optimizer": str(row["optimizer"]),
+        "setting": str(row["setting"]),
+    }
+
+
+def zoo_graph(config: dict, groups: int = 100, grouping: str = "uniform",
+              features: str = "driple") -> Data:
+    """The default graph builder: :func:`driple.graph.build.build_zoo_input` for a job config."""
+    from driple.graph.build import build_zoo_input
+
+    return build_zoo_input(config["model"], batch_size=config["batch_size"],
+                           optimizer=config["optimizer"], strategy=config["setting"],
+                           groups=groups, grouping=grouping, features=features,
+                           **config["knobs"])
+
+
+def _zoo_builder_id() -> str:
+    from driple.graph.features import default_vocabulary
+
+    return f"zoo-vocab-{default_vocabulary().digest}"
+
+
+def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
+    """The ``status == "ok"`` rows of a ``results.csv``, checked for the columns the inspector
+    needs; ``job_id`` as str."""
+    import pandas as pd
+
+    if not osp.exists(path):
+        raise DripleError(f"{path} not found: a dataset directory holds the collector's "
+                          "results.csv (run `driple collect sweep ...` first)")
+    frame = pd.read_csv(path, dtype={"job_id": str, "knobs": str})
+    missing = [c for c in ("job_id", "status", *CONFIG_COLUMNS, *METRICS) if c not in frame]
+    if missing:
+        raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
+                          "results.csv?")
+    frame = frame[frame["status"].astype(str) == "ok"].reset_index(drop=True)
+    if frame["job_id"].duplicated().any():
+        dup = frame["job_id"][frame["job_id"].duplicated()].iloc[0]
+        raise DripleError(f"{path}: job_id {dup!r} appears twice among the ok rows")
+    return frame
+
+
+class InspectorDataset(InMemoryDataset):
+    r"""The measured jobs of one dataset directory as graphs with targets.
+
+    Every item has ``x``, ``edge_index``, ``edge_weight``, ``graph_attr`` ``[1, 6]`` (see
+    :data:`driple.graph.build.GRAPH_ATTRS`), ``y`` ``[1, 12]`` (raw units, order of
+    :data:`driple.metrics.METRICS`), and the strings ``job_id``, ``model``, ``family``,
+    ``config_key``, ``feature_set`` and ``vocab_digest``.
+
+    Args:
+        root (str): The dataset directory (holding ``results.csv``).
+        groups (int, optional): Number of groups of the grouped graph. (default: :obj:`100`)
+        grouping (str, optional): Grouping policy. (default: :obj:`"uniform"`)
+        features (str, optional): Feature set, ``"driple"`` or ``"rich"``.
+            (default: :obj:`"driple"`)
+        builder (callable, optional): ``builder(config, groups=, grouping=, features=) -> Data``
+            for a :func:`job_config`; the zoo builder by default.
+        builder_id (str, optional): Identifies ``builder`` in cache keys; required with a custom
+            builder. (default: the zoo builder and its op-vocabulary digest)
+        force_reload (bool, optional): Rebuild every graph. (default: :obj:`False`)
+        progress (bool, optional): Show a progress bar while building. (default: :obj:`True`)
+    """
+    def __init__(
+        self,
+        root: str,
+        groups: int = 100,
+        grouping: str = "uniform",
+        features: str = "driple",
+        builder: Optional[Callable[..., Data]] = None,
+        builder_id: Optional[str] = None,
+        transform: Optional[Callable] = None,
+        force_reload: bool = False,
+        progress: bool = True,
+    ):
+        if builder is not None and builder_id is None:
+            raise ValueError("pass builder_id with a custom builder (it keys the graph cache)")
+        self.options = {"groups": int(groups), "grouping": grouping, "features": features}
+        self.builder = builder or zoo_graph
+        self.builder_id = builder_id or _zoo_builder_id()
+        self.progress = progress
+        self.frame = read_results(osp.join(root, "results.csv"))
+        if len(self.frame) == 0:
+            raise DripleError(f"{osp.join(root, 'results.csv')} has no job with status 'ok'")
+        self.key = _digest({
+            "version": CACHE_VERSION, "options": self.options, "builder": self.builder_id,
+            "rows": self.frame[["job_id", *CONFIG_COLUMNS, *METRICS]].astype(str).values.tolist(),
+        })
+        super().__init__(root, transform, log=False, force_reload=force_reload)
+        self.load(self.processed_paths[0])
+
+    @property
+    def raw_dir(self) -> str:
+        return self.root  # results.csv sits at the top; raw/ is the collector's time series
+
+    @property
+    def raw_file_names(self) -> list[str]:
+        return ["results.csv"]
+
+    @property
+    def processed_file_names(self) -> list[str]:
+        return [f"inspector-{self.key}.pt"]
+
+    def download(self):  # pragma: no cover - results.csv is checked in __init__
+        raise DripleError(f"no results.csv in {self.root}")
+
+    def graph_key(self, config: dict) -> str:
+        return _digest({"version": CACHE_VERSION, "config": config, "options": self.options,
+                        "builder": self.builder_id})
+
+    def _graph(self, config: dict) -> Data:
+        path = osp.join(self.processed_dir, "graphs", f"{self.graph_key(config)}.pt")
+        if not self.force_reload and osp.exists(path):
+            return Data(**torch.load(path, weights_only=True))
+        data = self.builder(config, **self.options)
+        family = (getattr(data, "summary", None) or {}).get("family")
+        stored = {k: getattr(data, k) for k in GRAPH_KEYS}
+        stored.update(feature_set=str(getattr(data, "feature_set", self.options["features"])),
+                      vocab_digest=str(getattr(data, "vocab_digest", "")),
+                      family=str(family) if family else "")
+        os.makedirs(osp.dirname(path), exist_ok=True)
+        torch.save(stored, path + ".tmp")
+        os.replace(path + ".tmp", path)  # several runs may share a cache
+        return Data(**stored)
+
+    def process(self):
+        from tqdm.auto import tqdm
+
+        graphs: dict[str, Data] = {}
+        failed: dict[str, str] = {}
+        configs = {}
+        for row in self.frame.to_dict("records"):
+            config = job_config(row)
+            configs.setdefault(self.graph_key(config), config)
+        bar = tqdm(configs.items(), desc="building graphs", unit="graph",
+                   disable=not self.progress)
+        for key, config in bar:
+            bar.set_postfix_str(config["model"], refresh=False)
+            try:
+                graphs[key] = self._graph(config)
+            except Exception as exc:  # one untraceable model must not sink the dataset
+                failed[key] = f"{config['model']}: {type(exc).__name__}: {exc}"
+        data_list = []
+        for row in self.frame.to_dict("records"):
+            key = self.graph_key(job_config(row))
+            if key not in graphs:
+                continue
+            g = graphs[key]
+            y = torch.tensor([[float(row[m]) for m in METRICS]], dtype=torch.float32)
+            family = row.get("family")
+            family = str(family) if isinstance(family, str) and family else (g.family or row["model"])
+            data_list.append(Data(
+                x=g.x.float(), edge_index=g.edge_index.long(), edge_weight=g.edge_weight.float(),
+                graph_attr=g.graph_attr.double().view(1, -1), y=y, num_nodes=g.x.size(0),
+                job_id=str(row["job_id"]), model=str(row["model"]), family=family,
+                config_key=key, feature_set=g.feature_set, vocab_digest=g.vocab_digest))
+        if failed:
+            sample = next(iter(failed.values()))
+            warnings.warn(f"{len(failed)} of {len(configs)} graph(s) could not be built and their "
+                          f"jobs are left out; first error: {sample}", stacklevel=2)
+        if not data_list:
+            raise DripleError(f"no graph of {self.root} could be built")
+        self.save(data_list, self.processed_paths[0])
+
+    # ------------------------------------------------------------------ per-item metadata
+    def _column(self, name: str) -> list:
+        values = getattr(self._data, name)
+        if not isinstance(values, (list, tuple)):  # a dataset of one item
+            values = [values]
+        return [values[i] for i in self.indices()]
+
+    @property
+    def job_ids(self) -> list[str]:
+        return self._column("job_id")
+
+    @property
+    def families(self) -> list[str]:
+        return self._column("family")
+
+    @property
+    def models(self) -> list[str]:
+        return self._column("model")
+
+    @property
+    def config_keys(self) -> list[str]:
+        return self._column("config_key")
+
+    @property
+    def targets(self) -> np.ndarray:
+        """Measured metrics ``[n, 12]`` in raw units (NaN = not measured)."""
+        return self._data.y.view(-1, len(METRICS))[list(self.indices())].double().numpy()
+
+    @property
+    def graph_attrs(self) -> np.ndarray:
+        """Graph-level attributes ``[n, 6]`` (for the tabular baseline)."""
+        return self._data.graph_attr.view(self._data.y.size(0), -1)[list(self.indices())].numpy()
+
+    def _unique(self, name: str) -> str:
+        values = sorted(set(self._column(name)))
+        if len(values) != 1:
+            raise DripleError(f"graphs of {self.root} disagree on {name}: {values}; rebuild with "
+                              "force_reload=True")
+        return values[0]
+
+    @property
+    def feature_set(self) -> str:
+        return self._unique("feature_set")
+
+    @property
+    def vocab_digest(self) -> str:
+        return self._unique("vocab_digest")
+
+    @property
+    def setting(self) -> str:
+        settings = sorted(set(self.frame["setting"].astype(str)))
+        return settings[0] if len(settings) == 1 else ",".join(settings)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({osp.basename(osp.normpath(self.root))}, "
+                f"{len(self)} jobs, groups={self.options['groups']}, "
+                f"features={self.options['features']!r})")

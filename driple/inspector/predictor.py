@@ -1,0 +1,215 @@
+"""A trained inspector with everything needed to use it: raw graphs in, raw metrics out.
+
+:class:`Predictor` bundles the :class:`~driple.inspector.model.Inspector`, its feature and
+target scalers and a record of how it was made (setting, feature set, op vocabulary, split,
+scores). Its checkpoint is a dict of plain types and tensors, saved with :func:`torch.save`
+and read back with ``weights_only=True``; the model's configuration travels in it, so loading
+never has to guess layer sizes.
+
+    predictor = load_predictor("trained_models/cpu-ddp-w2-lo")
+    predictor.predict(build_zoo_input("resnet", strategy="cpu-ddp-w2-lo"))  # [1, 12] raw units
+"""
+from __future__ import annotations
+
+import os
+import os.path as osp
+import pickle
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from driple.errors import DripleError
+from driple.inspector.model import Inspector
+from driple.inspector.scaling import FeatureScaler, TargetScaler
+from driple.metrics import METRICS
+
+CHECKPOINT_FORMAT = "driple-inspector"
+CHECKPOINT_VERSION = 1
+CHECKPOINT_NAME = "inspector.pt"  # file name inside a trained_models/<setting>/ directory
+
+
+def _driple_version() -> str:
+    from driple import __version__
+
+    return __version__
+
+
+class Predictor:
+    """A trained :class:`Inspector` with its scalers.
+
+    Args:
+        model: The network (its outputs are scaled targets).
+        feature_scaler: Fitted :class:`FeatureScaler` (its ``feature_names`` define the input).
+        target_scaler: Fitted :class:`TargetScaler`.
+        info: Plain-type record: ``feature_set``, ``vocab_digest``, ``builder`` options,
+            ``setting``, ``split``, ``scores``, ``training``, ... (saved in the checkpoint).
+    """
+
+    def __init__(self, model: Inspector, feature_scaler: FeatureScaler,
+                 target_scaler: TargetScaler, info: Optional[dict] = None):
+        self.model = model
+        self.feature_scaler = feature_scaler
+        self.target_scaler = target_scaler
+        self.info = dict(info or {})
+
+    @property
+    def feature_set(self) -> Optional[str]:
+        return self.info.get("feature_set")
+
+    @property
+    def vocab_digest(self) -> Optional[str]:
+        return self.info.get("vocab_digest")
+
+    @property
+    def setting(self) -> Optional[str]:
+        return self.info.get("setting")
+
+    # ------------------------------------------------------------------ checks
+    def check_compatible(self, feature_set: Optional[str], vocab_digest: Optional[str],
+                         what: str = "the graph") -> None:
+        """Refuse graphs built with another feature set or op vocabulary (DripleError)."""
+        if feature_set and self.feature_set and feature_set != self.feature_set:
+            raise DripleError(
+                f"{what} uses the {feature_set!r} feature set but this inspector was trained on "
+                f"{self.feature_set!r}; build graphs with features={self.feature_set!r} or "
+                "retrain the inspector")
+        if vocab_digest and self.vocab_digest and vocab_digest != self.vocab_digest:
+            raise DripleError(
+                f"{what} was built with op vocabulary {vocab_digest} but this inspector was trained "
+                f"with {self.vocab_digest}; the op-frequency codes differ, so retrain the inspector "
+                "(or rebuild the graphs with its vocabulary)")
+
+    def _check_graph(self, data) -> None:
+        self.check_compatible(getattr(data, "feature_set", None), getattr(data, "vocab_digest", None))
+
+    # ------------------------------------------------------------------ prediction
+    def prepare(self, graphs: Sequence) -> list:
+        """Scaled copies of raw graphs holding only what the model reads (and ``y`` if present)."""
+        from torch_geometric.data import Data
+
+        out = []
+        for g in graphs:
+            self._check_graph(g)
+            s = self.feature_scaler.transform(g)
+            item = Data(x=s.x, edge_index=s.edge_index, edge_weight=s.edge_weight,
+                        num_nodes=s.x.size(0))
+            y = getattr(g, "y", None)
+            if y is not None:
+                item.y = torch.as_tensor(self.target_scaler.transform(y.view(1, -1).double().numpy()),
+                                         dtype=torch.float32)
+            out.append(item)
+        return out
+
+    @torch.no_grad()
+    def predict_scaled(self, prepared: Sequence, batch_size: int = 64) -> np.ndarray:
+        """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`."""
+        from torch_geometric.loader import DataLoader
+
+        self.model.eval()
+        outs = []
+        for batch in DataLoader(list(prepared), batch_size=batch_size, shuffle=False):
+            outs.append(self.model(batch.x, batch.edge_index, batch.edge_weight, batch.batch,
+                                   batch.num_graphs))
+        if not outs:
+            return np.zeros((0, self.model.out_channels))
+        return torch.cat(outs).double().numpy()
+
+    def predict(self, graphs, batch_size: int = 64) -> np.ndarray:
+        """Predicted metrics ``[n, 12]`` in raw units (order of :data:`METRICS`) for one graph
+        or a sequence of graphs as made by :func:`driple.graph.build.build_input`."""
+        from torch_geometric.data.data import BaseData
+
+        if isinstance(graphs, BaseData):
+            graphs = [graphs]
+        z = self.predict_scaled(self.prepare(graphs), batch_size)
+        return self.target_scaler.inverse_transform(z)
+
+    def predict_frame(self, graphs, batch_size: int = 64):
+        """:meth:`predict` as a pandas DataFrame with one column per metric."""
+        import pandas as pd
+
+        return pd.DataFrame(self.predict(graphs, batch_size), columns=list(METRICS))
+
+    # ------------------------------------------------------------------ checkpoint
+    def state(self) -> dict:
+        """The checkpoint: plain types and tensors only."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "format_version": CHECKPOINT_VERSION,
+            "driple_version": _driple_version(),
+            "config": self.model.config(),
+            "state_dict": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "feature_scaler": self.feature_scaler.to_dict(),
+            "target_scaler": self.target_scaler.to_dict(),
+            "metrics": list(METRICS),
+            **self.info,
+        }
+
+    def save(self, path: str) -> str:
+        """Write the checkpoint to ``path`` (a directory gets ``inspector.pt``); returns the file."""
+        if osp.isdir(path) or not osp.splitext(path)[1]:
+            os.makedirs(path, exist_ok=True)
+            path = osp.join(path, CHECKPOINT_NAME)
+        else:
+            os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+        torch.save(self.state(), path + ".tmp")
+        os.replace(path + ".tmp", path)
+        return path
+
+    @classmethod
+    def from_state(cls, state: dict, source: str = "checkpoint") -> "Predictor":
+        """Rebuild from :meth:`state`; a clear :class:`DripleError` for foreign or stale files."""
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise DripleError(f"{source} is not a driple inspector checkpoint")
+        version = state.get("driple_version")
+        if version != _driple_version():
+            raise DripleError(
+                f"{source} was saved by driple {version}, this is driple {_driple_version()}; "
+                "checkpoints are not carried across versions: retrain with `driple train`")
+        if state.get("format_version") != CHECKPOINT_VERSION:
+            raise DripleError(f"{source} has checkpoint format {state.get('format_version')}, "
+                              f"expected {CHECKPOINT_VERSION}; retrain with `driple train`")
+        if list(state.get("metrics", [])) != list(METRICS):
+            raise DripleError(f"{source} predicts {state.get('metrics')}, not driple's metrics")
+        try:
+            model = Inspector(**state["config"])
+            model.load_state_dict(state["state_dict"])
+            feature_scaler = FeatureScaler.from_dict(state["feature_scaler"])
+            target_scaler = TargetScaler.from_dict(state["target_scaler"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise DripleError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
+                              "retrain with `driple train`") from None
+        if len(feature_scaler.feature_names) != model.in_channels:
+            raise DripleError(f"{source} is inconsistent: {len(feature_scaler.feature_names)} "
+                              f"feature names for a model of {model.in_channels} inputs")
+        model.eval()
+        skip = {"format", "format_version", "driple_version", "config", "state_dict",
+                "feature_scaler", "target_scaler", "metrics"}
+        return cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip})
+
+
+def checkpoint_path(path: str) -> str:
+    """``path`` itself, or ``path/inspector.pt`` for a trained-model directory."""
+    return osp.join(path, CHECKPOINT_NAME) if osp.isdir(path) else path
+
+
+def load_predictor(path: str, feature_set: Optional[str] = None,
+                   vocab_digest: Optional[str] = None) -> Predictor:
+    """Load a checkpoint file or ``trained_models/<setting>/`` directory.
+
+    ``feature_set`` / ``vocab_digest``, when given, must match the checkpoint's (else
+    :class:`DripleError`), as they must for every graph passed to :meth:`Predictor.predict`.
+    """
+    file = checkpoint_path(path)
+    if not osp.exists(file):
+        raise DripleError(f"no inspector checkpoint at {path} (train one with `driple train`)")
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
+        raise DripleError(f"{file} is not a readable driple inspector checkpoint "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    predictor = Predictor.from_state(state, source=file)
+    predictor.check_compatible(feature_set, vocab_digest, what="the requested input")
+    return predictor
+

@@ -1,0 +1,134 @@
+"""Scaling of the inspector's inputs and targets; the statistics travel in the checkpoint.
+
+Group features arrive in raw units (MB, counts, GFLOPs) spanning orders of magnitude, so
+size-like columns go through ``log1p`` and every column is then standardised with statistics of
+the training graphs. Edge weights (op edges behind a group edge) go through ``log1p``.
+Targets are scaled per column; the paper's code divides by the training maximum (``"max"``).
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from driple.errors import DripleError
+
+TARGET_METHODS = ("max", "standard", "log")
+
+
+def _is_share(name: str) -> bool:
+    return name.startswith("share_")  # already in [0, 1]: no log
+
+
+class FeatureScaler:
+    """``log1p`` of size-like columns (all but ``share_*``), then per-column z-score.
+
+    Args:
+        feature_names: Column names of ``x`` (``driple.graph.features.FEATURE_SETS[...]``).
+
+    Learned attributes (after :meth:`fit`): ``mean_``, ``std_`` (one float per column).
+    """
+
+    def __init__(self, feature_names: Sequence[str]):
+        self.feature_names = tuple(feature_names)
+
+    def _log(self, x: torch.Tensor) -> torch.Tensor:
+        log_cols = torch.tensor([not _is_share(n) for n in self.feature_names])
+        return torch.where(log_cols, torch.log1p(x.clamp_min(0)), x)
+
+    def fit(self, graphs: Iterable) -> "FeatureScaler":
+        xs = [self._check(g.x) for g in graphs]
+        if not xs:
+            raise DripleError("cannot fit feature scaling on zero graphs")
+        x = self._log(torch.cat(xs).double())
+        self.mean_ = x.mean(0).tolist()
+        std = x.std(0, unbiased=False) if x.size(0) > 1 else torch.ones(x.size(1), dtype=x.dtype)
+        self.std_ = torch.where(std > 1e-8, std, torch.ones_like(std)).tolist()
+        return self
+
+    def _check(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2 or x.size(1) != len(self.feature_names):
+            raise DripleError(
+                f"graph has {x.size(-1)} features per group but this inspector expects "
+                f"{len(self.feature_names)} ({', '.join(self.feature_names)}); rebuild the graph "
+                "with the inspector's feature set")
+        return x
+
+    def transform(self, data):
+        """A shallow copy of ``data`` with scaled ``x`` (float32) and ``edge_weight``."""
+        x = self._log(self._check(data.x).double())
+        mean = torch.tensor(self.mean_, dtype=x.dtype)
+        std = torch.tensor(self.std_, dtype=x.dtype)
+        out = copy.copy(data)
+        out.x = ((x - mean) / std).float()
+        weight = getattr(data, "edge_weight", None)
+        if weight is None:
+            weight = torch.ones(data.edge_index.size(1))
+        out.edge_weight = torch.log1p(weight.float().clamp_min(0))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"feature_names": list(self.feature_names), "mean": list(self.mean_),
+                "std": list(self.std_)}
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "FeatureScaler":
+        scaler = cls(state["feature_names"])
+        scaler.mean_, scaler.std_ = list(state["mean"]), list(state["std"])
+        return scaler
+
+
+class TargetScaler:
+    """Per-column scaling of the 12 targets; NaN (a metric that could not be measured) is kept.
+
+    Args:
+        method: ``"max"`` divides by the column's training maximum of ``|y|`` (the paper's
+            code); ``"standard"`` z-scores; ``"log"`` z-scores ``log1p(y)`` (for skewed
+            non-negative targets such as durations).
+
+    Learned attributes: ``center_``, ``scale_`` (one float per column).
+    """
+
+    def __init__(self, method: str = "max"):
+        if method not in TARGET_METHODS:
+            raise DripleError(f"unknown target scaling {method!r}; use one of {', '.join(TARGET_METHODS)}")
+        self.method = method
+
+    def _pre(self, y: np.ndarray) -> np.ndarray:
+        return np.log1p(np.clip(y, 0, None)) if self.method == "log" else y
+
+    def fit(self, y) -> "TargetScaler":
+        y = self._pre(np.asarray(y, dtype=np.float64))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+            if self.method == "max":
+                center = np.zeros(y.shape[1])
+                scale = np.nanmax(np.abs(y), axis=0)
+            else:
+                center = np.nanmean(y, axis=0)
+                scale = np.nanstd(y, axis=0)
+        center = np.nan_to_num(center, nan=0.0)
+        scale = np.where(np.isfinite(scale) & (scale > 1e-12), scale, 1.0)
+        self.center_, self.scale_ = center.tolist(), scale.tolist()
+        return self
+
+    def transform(self, y) -> np.ndarray:
+        y = self._pre(np.asarray(y, dtype=np.float64))
+        return (y - np.asarray(self.center_)) / np.asarray(self.scale_)
+
+    def inverse_transform(self, z) -> np.ndarray:
+        y = np.asarray(z, dtype=np.float64) * np.asarray(self.scale_) + np.asarray(self.center_)
+        return np.expm1(y) if self.method == "log" else y
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "center": list(self.center_), "scale": list(self.scale_)}
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "TargetScaler":
+        scaler = cls(state["method"])
+        scaler.center_, scaler.scale_ = list(state["center"]), list(state["scale"])
+        return scaler
+

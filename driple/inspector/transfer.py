@@ -1,0 +1,133 @@
+"""Transfer learning: move an inspector trained in one setting to another with little data.
+
+Schemes (what is trained on the target setting's jobs):
+
+- ``"paper"`` — Driple's scheme: the repeated layer φr is split; repetitions ``k < K/2`` keep
+  the source φr frozen, repetitions ``k >= K/2`` use a trainable copy φr' initialised from it;
+  the MLP head is trainable. φf, the GRU and Set2Set stay frozen.
+- ``"mlp"`` — what Driple's public code does: only the MLP head is trained.
+- ``"scratch"`` — a fresh inspector of the same configuration, everything trained.
+
+The source's feature scaling is kept (its frozen layers expect it); the target scaling is
+refitted on the target's training jobs (the head is trainable and the target setting's
+metrics have their own ranges).
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+
+from driple.errors import DripleError
+from driple.inspector.model import Inspector
+from driple.inspector.predictor import Predictor
+from driple.inspector.scaling import FeatureScaler, TargetScaler
+from driple.inspector.splits import Split, random_split
+from driple.inspector.train import TrainOptions, feature_names_for, fit, score_split
+
+SCHEMES = ("paper", "mlp", "scratch")
+
+
+def freeze_for_transfer(model: Inspector, scheme: str = "paper") -> Inspector:
+    """Set ``requires_grad`` for ``scheme`` (in place; ``"paper"`` first adds φr'); returns it."""
+    if scheme not in SCHEMES:
+        raise DripleError(f"unknown transfer scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+    if scheme == "scratch":
+        model.reset_parameters()
+        model.requires_grad_(True)
+        return model
+    if scheme == "paper" and model.conv_repeat_tuned is None:
+        model.split_repeats()
+    model.requires_grad_(False)
+    model.mlp.requires_grad_(True)
+    if scheme == "paper":
+        model.conv_repeat_tuned.requires_grad_(True)
+    return model
+
+
+def trainable_parameters(model: torch.nn.Module) -> int:
+    """Number of scalars that an optimiser would update."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def subsample(split: Split, dataset, fraction: float, seed: int = 0) -> Split:
+    """Keep ``fraction`` of the training and validation jobs (at least one each); test stays."""
+    if not 0 < fraction <= 1:
+        raise DripleError(f"fraction must be in (0, 1] (got {fraction})")
+    rng = np.random.default_rng(seed)
+
+    def take(idx):
+        if not idx:
+            return []
+        n = max(1, int(round(fraction * len(idx))))
+        return sorted(rng.permutation(idx)[:n].tolist())
+
+    return Split(split.kind, take(split.train), take(split.val), list(split.test), seed=split.seed,
+                 held_out=split.held_out)
+
+
+def finetune(
+    source: Predictor,
+    dataset,
+    fraction: float = 1.0,
+    scheme: str = "paper",
+    split: Split | None = None,
+    options: TrainOptions | None = None,
+    progress: bool = True,
+) -> Predictor:
+    """Adapt ``source`` to the setting of ``dataset`` using ``fraction`` of its training jobs.
+
+    ``split`` defaults to the seeded random split of ``dataset``; ``options`` to the source's
+    training options. The result records ``transfer`` (source setting, scheme, fraction,
+    trainable parameters, seconds) and its scores on the target's test jobs.
+    """
+    source.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
+    if options is None:
+        known = {k: v for k, v in source.info.get("training", {}).items()
+                 if k in TrainOptions.__dataclass_fields__}
+        options = TrainOptions(**known)
+    split = split or random_split(dataset, seed=options.seed)
+    part = subsample(split, dataset, fraction, seed=options.seed)
+    train = [dataset[i] for i in part.train]
+    val = [dataset[i] for i in part.val]
+
+    model = copy.deepcopy(source.model)
+    model.train()
+    if scheme == "scratch":
+        names = feature_names_for(dataset.feature_set, train[0].x.size(1))
+        feature_scaler = FeatureScaler(names).fit(train)
+        torch.manual_seed(options.seed)
+        model = Inspector(**{**model.config(), "tuned_from": None})
+    else:
+        feature_scaler = source.feature_scaler
+    freeze_for_transfer(model, scheme)
+    target_scaler = TargetScaler(options.target_scaling).fit(
+        np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
+    info = {k: v for k, v in source.info.items() if k not in ("scores", "history", "split")}
+    info.update(setting=dataset.setting, dataset=str(dataset.root))
+    predictor = Predictor(model, feature_scaler, target_scaler, info)
+
+    start = time.perf_counter()
+    history = fit(model, predictor.prepare(train), predictor.prepare(val), options, progress,
+                  desc=f"fine-tuning ({scheme})")
+    seconds = time.perf_counter() - start
+    model.requires_grad_(True)  # a loaded checkpoint is fully trainable; freezing is per run
+    predictor.info.update(
+        split=part.to_dict(dataset),
+        training={**options.to_dict(), "scheme": scheme},
+        history=history,
+        transfer={"from_setting": source.setting, "scheme": scheme, "fraction": fraction,
+                  "n_train": len(part.train), "n_val": len(part.val),
+                  "trainable_parameters": _trainable_during(model, scheme), "seconds": seconds},
+        scores=score_split(predictor, dataset, part),
+    )
+    return predictor
+
+
+def _trainable_during(model: Inspector, scheme: str) -> int:
+    probe = copy.deepcopy(model)
+    if scheme != "scratch":
+        freeze_for_transfer(probe, scheme)
+    return trainable_parameters(probe)
