@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     try:
         result = run_job(spec, setting, seconds=args.seconds, out_dir=out, timeout=args.timeout,
-                         launcher=args.launcher, period_s=args.period)
+                         launcher=args.launcher, period_s=args.period, record=False)
     except JobInterrupted as stop:
         table.append(stop.result.row)
         raise KeyboardInterrupt from None

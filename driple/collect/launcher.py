@@ -57,6 +57,7 @@ def run_job(
     launcher: str = "env",
     period_s: float = 0.01,
     job_id: str | None = None,
+    record: bool = True,
 ) -> JobResult:
     """Launch ``spec`` in ``setting`` for real, measure ``seconds`` after warm-up, return its row.
 
@@ -65,6 +66,8 @@ def run_job(
     the row has ``status="failed"`` and a ``reason``. Raises :class:`JobInterrupted` (a
     ``KeyboardInterrupt`` carrying the failed result) on Ctrl-C / SIGTERM, after cleaning up,
     and :class:`DripleError` for unusable input (unknown setting, no root for namespaces).
+    ``record=True`` also appends the row to ``out_dir/results.csv`` (and starts
+    ``provenance.json`` there); sweeps and the CLI pass False and record rows themselves.
     """
     spec = spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
     setting = parse_setting(setting)
@@ -127,6 +130,13 @@ def run_job(
     shutil.rmtree(work, ignore_errors=True)
     raw_path = run.raw_path if run.raw_path and run.raw_path.exists() else None
     result = JobResult(row=row, raw_path=raw_path, detail_path=detail_path)
+    if record:
+        from driple.collect.provenance import record as record_provenance
+        from driple.collect.results import ResultTable
+
+        ResultTable(out_dir).append(row)
+        if not (out_dir / "provenance.json").exists():
+            record_provenance(out_dir, setting=setting.id)
     if interrupted:
         raise JobInterrupted(result)
     return result

@@ -31,8 +31,8 @@ def resolve_run(run: str | os.PathLike, dataset: str | os.PathLike = ".") -> tup
             if not len(df):
                 raise DripleError(f"dataset {p} has no job with a raw series yet")
             p = p / str(df.iloc[-1]["raw_path"])
-        else:
-            npz = sorted(p.glob("*.npz"), key=lambda f: f.stat().st_mtime)
+        else:  # a raw/ directory, or a dataset whose rows are not written (yet)
+            npz = sorted([*p.glob("*.npz"), *p.glob("raw/*.npz")], key=lambda f: f.stat().st_mtime)
             if not npz:
                 raise DripleError(f"{p} holds neither results.csv nor raw .npz files")
             p = npz[-1]

@@ -123,7 +123,10 @@ class RawSeries:
         return pd.DataFrame({"compute": compute, "memory": memory, "tx": tx, "rx": rx}, index=index)
 
     def interface_rates(self) -> pd.DataFrame:
-        """Cross-check: rx/tx of every host interface (MB/s), columns ``<iface>_rx``, ``<iface>_tx``."""
+        """Cross-check: rx/tx of every host interface (MB/s), columns ``<iface>_rx``, ``<iface>_tx``.
+
+        Read every 10th sample (10 Hz at the default period) and once more at the end.
+        """
         t_ns = self.arrays["iface/t_ns"]
         dt_ns = np.diff(t_ns).astype(np.float64)
         cols = {}

@@ -153,7 +153,7 @@ def run_sweep(
             bar.set_postfix_str(f"{spec.model} bs={spec.batch_size}", refresh=True)
             try:
                 result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
-                                 launcher=launcher, period_s=period_s, job_id=jid)
+                                 launcher=launcher, period_s=period_s, job_id=jid, record=False)
             except JobInterrupted as stop:
                 table.append(stop.result.row)
                 counts["failed"] += 1

@@ -39,6 +39,11 @@ def test_ddp_sends_one_model_per_iteration(ddp_job):
     assert row["samples_per_s"] == pytest.approx(2 * 32 / row["iter_time_mean_s"], rel=0.3)
     assert result.raw_path == out / "raw" / f"{row['job_id']}.npz" and result.raw_path.exists()
     assert not (out / "raw" / f"{row['job_id']}.work").exists()
+    from driple.collect.results import load_results
+
+    table = load_results(out)  # run_job records the row by default
+    assert list(table["job_id"]) == [row["job_id"]]
+    assert table["tx_bytes_per_iter"][0] == pytest.approx(row["tx_bytes_per_iter"])
 
     detail = json.loads(result.detail_path.read_text())
     assert set(detail["per_rank"]) == {"worker0", "worker1"}

@@ -1,8 +1,8 @@
 """Entry point of the sampler process: ``python -m driple.collect.sampling.child``.
 
 Protocol with :class:`~driple.collect.sampling.process.SamplerProcess` (the parent):
-stdin line 1 is the JSON config; the child answers ``ready`` (or ``error <json message>``) on
-stdout, samples until it reads ``stop`` or end-of-file on stdin (the parent died), SIGTERM or
+stdin line 1 is the JSON config; the child answers ``ready`` once it has taken its first sample
+(or ``error <json message>``) on stdout, samples until it reads ``stop`` or end-of-file on stdin (the parent died), SIGTERM or
 SIGHUP, or notices its parent changed; then it saves the ``.npz`` and exits 0. It ignores
 SIGINT: a Ctrl-C in the terminal reaches the parent, which stops it and keeps the data.
 """
@@ -78,9 +78,8 @@ def main() -> int:
                 return True
         return _stop_requested
 
-    _say("ready")
     try:
-        sampler.run(wait)
+        sampler.run(wait, on_first=lambda: _say("ready"))
     finally:  # even if sampling broke, keep what was collected
         sampler.save(config["out_path"])
         sampler.close()

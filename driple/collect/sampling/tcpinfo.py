@@ -58,6 +58,9 @@ class TcpInfoReader:
         self._sock.bind((0, 0))
         self._buf = bytearray(1 << 16)
         self._seq = 0
+        self._q_keys: tuple = ()
+        self._q_blob = b""
+        self._q_base = 0
 
     def close(self) -> None:
         self._sock.close()
@@ -88,27 +91,61 @@ class TcpInfoReader:
         return out
 
     def query(self, keys: list[bytes]) -> list[tuple[int, int] | None]:
-        """``(bytes_acked, bytes_received)`` per socket key, ``None`` for sockets that are gone."""
-        if not keys:
+        """``(bytes_acked, bytes_received)`` per socket key, ``None`` for sockets that are gone.
+
+        The hot path of the sampler (one call per sample): the request batch is built once per
+        set of keys, and each answer (one datagram per socket) is parsed inline.
+        """
+        n = len(keys)
+        if not n:
             return []
-        base = self._seq + 1
-        parts = []
-        for i, key in enumerate(keys):
-            body = _REQ.pack(key[0], socket.IPPROTO_TCP, _EXT_INFO, _STATE_MASK) + key[1:]
-            parts.append(_header(len(body), NLM_F_REQUEST, base + i) + body)
-        self._seq = base + len(keys)
-        self._sock.send(b"".join(parts))
-        out: list[tuple[int, int] | None] = [None] * len(keys)
-        for seq, _msg, payload in self._messages(expect=len(keys)):
-            i = seq - base
-            if 0 <= i < len(keys) and payload is not None:
-                out[i] = payload
+        tkeys = tuple(keys)
+        if tkeys != self._q_keys:
+            base = self._seq + 1
+            parts = []
+            for i, key in enumerate(keys):
+                body = _REQ.pack(key[0], socket.IPPROTO_TCP, _EXT_INFO, _STATE_MASK) + key[1:]
+                parts.append(_header(len(body), NLM_F_REQUEST, base + i) + body)
+            self._seq = base + n
+            self._q_keys, self._q_blob, self._q_base = tkeys, b"".join(parts), base
+        base = self._q_base
+        self._sock.send(self._q_blob)
+        out: list[tuple[int, int] | None] = [None] * n
+        buf = self._buf
+        recv_into = self._sock.recv_into
+        unpack_hdr = _NLMSGHDR.unpack_from
+        unpack_rta = _RTA.unpack_from
+        unpack_bytes = _TCPI_BYTES.unpack_from
+        answered = 0
+        while answered < n:
+            size = recv_into(buf)
+            off = 0
+            while off + 16 <= size:
+                length, mtype, _flags, seq, _pid = unpack_hdr(buf, off)
+                if length < 16:
+                    break
+                i = seq - base
+                if 0 <= i < n and (mtype == SOCK_DIAG_BY_FAMILY or mtype == NLMSG_ERROR):
+                    answered += 1
+                    if mtype == SOCK_DIAG_BY_FAMILY:
+                        a = off + 16 + _MSG_LEN
+                        end = off + length
+                        while a + 4 <= end:
+                            rta_len, rta_type = unpack_rta(buf, a)
+                            if rta_len < 4:
+                                break
+                            if rta_type == INET_DIAG_INFO:
+                                if rta_len - 4 >= _TCPI_MIN_LEN:
+                                    out[i] = unpack_bytes(buf, a + 4 + _TCPI_BYTES_OFFSET)
+                                break
+                            a += (rta_len + 3) & ~3
+                off += (length + 3) & ~3
         return out
 
     def _messages(self, expect: int | None):
-        """Yield ``(seq, inet_diag_msg view or None, (acked, received) or None)``.
+        """Yield ``(seq, inet_diag_msg view or None, (acked, received) or None)`` of a dump.
 
-        A dump ends with NLMSG_DONE; ``expect`` answers (a reply or an error each) end a query.
+        A dump ends with NLMSG_DONE (or after ``expect`` answers when given).
         """
         buf = self._buf
         view = memoryview(buf)
@@ -186,6 +223,7 @@ class TcpAccounts:
         self.redump_s = redump_s
         self._closed = [[0, 0] for _ in range(n_targets)]
         self._open: list[list] = []  # [target index, key, bytes_acked, bytes_received]
+        self._keys: list[bytes] = []  # the keys of _open, in order
         self._known: set[int] = set()  # inodes already tracked
         self._unresolved: set[int] = set()  # inodes seen in fds but not (yet) in a TCP dump
         self._last_dump = float("-inf")
@@ -212,30 +250,33 @@ class TcpAccounts:
             if ino in table:
                 self._known.add(ino)
                 self._open.append([i, table[ino][0], 0, 0])
+                self._keys.append(table[ino][0])
             else:
                 self._unresolved.add(ino)  # unix/UDP/listening or not yet connected
 
     def read(self) -> list[tuple[int, int]]:
         """``[(tx_bytes, rx_bytes)]`` per target, cumulative."""
-        if self._open:
-            answers = self.reader.query([s[1] for s in self._open])
-            still = []
-            for s, a in zip(self._open, answers):
-                if a is None:  # socket gone: keep what it carried
-                    c = self._closed[s[0]]
-                    c[0] += s[2]
-                    c[1] += s[3]
-                else:
-                    # never backwards, even if the kernel resets a counter
-                    s[2] = max(s[2], a[0])
-                    s[3] = max(s[3], a[1])
-                    still.append(s)
-            self._open = still
         totals = [list(c) for c in self._closed]
-        for s in self._open:
-            t = totals[s[0]]
+        if not self._open:
+            return [(t[0], t[1]) for t in totals]
+        answers = self.reader.query(self._keys)
+        gone = False
+        for s, a in zip(self._open, answers):
+            if a is None:  # socket gone: its last counts stay in the total
+                c = self._closed[s[0]]
+                c[0] += s[2]
+                c[1] += s[3]
+                s[0] = -1 - s[0]  # mark; removed below
+                gone = True
+            elif a[0] > s[2] or a[1] > s[3]:  # never backwards, even if a counter were reset
+                s[2] = max(s[2], a[0])
+                s[3] = max(s[3], a[1])
+            t = totals[s[0] if s[0] >= 0 else -1 - s[0]]
             t[0] += s[2]
             t[1] += s[3]
+        if gone:
+            self._open = [s for s in self._open if s[0] >= 0]
+            self._keys = [s[1] for s in self._open]
         return [(t[0], t[1]) for t in totals]
 
     def close(self) -> None:
