@@ -57,8 +57,9 @@ def test_ddp_sends_one_model_per_iteration(ddp_job):
 
 
 def test_parameter_server_job_has_network(tmp_path, tiny_model):
+    """1 server + 2 synchronous workers, started by torchrun (the launcher finds their pids)."""
     spec = JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3)
-    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=3, out_dir=tmp_path, timeout=120)
+    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=3, out_dir=tmp_path, timeout=120, launcher="torchrun")
     row = result.row
     assert result.ok, row["reason"]
     _no_children_left()
@@ -70,6 +71,8 @@ def test_parameter_server_job_has_network(tmp_path, tiny_model):
     detail = json.loads(result.detail_path.read_text())
     server = detail["per_rank"]["server0"]
     assert server["rx_bytes"] > 0 and server["tx_bytes"] > 0
+    pids = {name: rank["target"]["pid"] for name, rank in detail["ranks"].items()}
+    assert len(set(pids.values())) == 3  # the ranks themselves, not the torchrun agent
 
 
 def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of):
