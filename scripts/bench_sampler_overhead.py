@@ -1,0 +1,124 @@
+"""Measure what the sampler costs: its own CPU time / wall time at 100 Hz, as % of one core.
+
+Starts ``--targets`` idle worker-like processes, each holding ``--sockets`` loopback TCP
+connections (so the tcp_info path is exercised) and one child process, samples them for
+``--seconds`` and reads the sampler process's CPU clock before and after. Target: <= 3 %.
+
+    /work/venv/bin/python scripts/bench_sampler_overhead.py [--targets 3] [--seconds 10] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from driple.collect.sampling import SamplerProcess, Target, read_raw
+from driple.collect.sampling.proctree import cpu_clock_id
+
+TARGET_PERCENT = 3.0
+
+WORKER = r"""
+import signal, socket, subprocess, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the finally below
+port, n = int(sys.argv[1]), int(sys.argv[2])
+conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print("ok", flush=True)
+try:
+    while True:  # a trickle of traffic: 1 kB per socket every 50 ms
+        for c in conns:
+            c.sendall(b"x" * 1000)
+        time.sleep(0.05)
+finally:
+    kid.kill()
+    kid.wait()
+"""
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", type=int, default=3)
+    ap.add_argument("--sockets", type=int, default=4, help="TCP connections per target")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--period", type=float, default=0.01, help="sampling period, s")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args(argv)
+
+    srv = socket.create_server(("127.0.0.1", 0), backlog=256)
+    srv.setblocking(False)
+    peers = []
+    workers = []
+    try:
+        for _ in range(args.targets):
+            w = subprocess.Popen(
+                [sys.executable, "-c", WORKER, str(srv.getsockname()[1]), str(args.sockets)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            workers.append(w)
+        for w in workers:
+            w.stdout.readline()
+        while True:  # accept and drain, so the workers' sends never block
+            try:
+                c, _ = srv.accept()
+                c.setblocking(False)
+                peers.append(c)
+            except BlockingIOError:
+                break
+        targets = [Target(f"worker{i}", w.pid) for i, w in enumerate(workers)]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "bench.npz"
+            sp = SamplerProcess(targets, out, period_s=args.period).start()
+            clock = cpu_clock_id(sp.pid)
+            cpu0, wall0 = time.clock_gettime_ns(clock), time.monotonic_ns()
+            deadline = time.monotonic() + args.seconds
+            while time.monotonic() < deadline:
+                for c in peers:
+                    try:
+                        while c.recv(1 << 16):
+                            pass
+                    except BlockingIOError:
+                        pass
+                time.sleep(0.05)
+            cpu1, wall1 = time.clock_gettime_ns(clock), time.monotonic_ns()
+            sp.stop()
+            raw = read_raw(out)
+            spans = raw.arrays["sample/span_ns"] / 1e3
+            result = {
+                "targets": args.targets,
+                "sockets_per_target": args.sockets,
+                "period_s": args.period,
+                "seconds": round((wall1 - wall0) / 1e9, 2),
+                "samples": raw.meta["n_samples"],
+                "late_samples": raw.meta["n_late"],
+                "reread_samples": raw.meta["n_retried"],
+                "read_us_p50": round(float(np.percentile(spans, 50)), 1),
+                "read_us_p99": round(float(np.percentile(spans, 99)), 1),
+                "sampler_cpu_percent_of_one_core": round(100.0 * (cpu1 - cpu0) / (wall1 - wall0), 2),
+                "target_percent": TARGET_PERCENT,
+            }
+    finally:
+        for w in workers:
+            w.terminate()
+            w.wait()
+        for c in peers:
+            c.close()
+        srv.close()
+    result["within_target"] = result["sampler_cpu_percent_of_one_core"] <= TARGET_PERCENT
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:34s} {v}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
