@@ -66,14 +66,21 @@ def write_grid(path: str | os.PathLike, n: int | None = None, seed: int = 0,
 
     from driple.zoo import sweep_configs
 
-    configs = list(sweep_configs(seed=seed))
+    try:
+        configs = list(sweep_configs(seed=seed, n=n))
+    except TypeError:  # a sweep_configs without ``n``
+        configs = list(sweep_configs(seed=seed))
+    except NotImplementedError as err:
+        raise DripleError("the zoo cannot draw sweep configurations yet (driple.zoo.sweep_configs)") from err
     if n is not None:
         configs = configs[: int(n)]
-    jobs = [
-        {"model": c["name"], "knobs": dict(c.get("knobs") or {}), "batch_size": c.get("batch_size"),
-         "optimizer": c.get("optimizer", "sgd")}
-        for c in configs
-    ]
+    jobs = []
+    for c in configs:
+        job = {"model": c["name"], "knobs": dict(c.get("knobs") or {}), "batch_size": c.get("batch_size"),
+               "optimizer": c.get("optimizer", "sgd")}
+        if "est_seconds" in c:  # the zoo's step-time estimate: informative only
+            job["est_seconds"] = c["est_seconds"]
+        jobs.append(job)
     doc = {"seed": seed, "jobs": jobs}
     if seconds is not None:
         doc["seconds"] = float(seconds)
