@@ -147,7 +147,7 @@ class _Run:
 
     def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s):
         self.spec, self.setting, self.job_id = spec, setting, jid
-        self.work, self.raw_dir, self.timeout = work, raw_dir, timeout
+        self.work, self.raw_dir, self.timeout = work.resolve(), raw_dir, timeout
         self.launcher, self.period_s = launcher, period_s
         self.names = roles(setting)
         self.procs: list[tuple[str, subprocess.Popen]] = []
@@ -302,6 +302,7 @@ class _Run:
     def cleanup(self) -> None:
         """Kill every process group, stop the sampler, remove the cluster. Never raises."""
         _kill_groups([p for _, p in self.procs])
+        self._kill_ranks()
         if self.sampler is not None:
             try:
                 self.raw_path = Path(self.sampler.stop())
@@ -309,6 +310,23 @@ class _Run:
                 self.fail(f"sampler failed: {err}")
         if self.cluster is not None:
             self.cluster.remove()
+
+
+    def _kill_ranks(self) -> None:
+        """Ranks that torchrun started in sessions of their own (they outlive a killed agent)."""
+        marker = str(self.work.resolve()).encode()
+        for f in self.work.glob("*.pid"):
+            try:
+                pid = int(f.read_text())
+                with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                    if marker not in cmd.read():
+                        continue  # not ours (pid reused)
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
 
 
 def _kill_groups(procs: list[subprocess.Popen]) -> None:
