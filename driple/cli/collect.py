@@ -135,6 +135,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                    knobs=_parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
                    iterations=args.iterations)
+    from driple.collect.workload import check_models
+
+    check_models([spec.model])
     out = Path(args.out) if args.out else Path("runs") / setting.id
     record(out, setting=setting.id)
     table = ResultTable(out)

@@ -43,6 +43,22 @@ class ModuleWorkload:
         return out.float().pow(2).mean()
 
 
+def check_models(names) -> None:
+    """Fail early, before any process starts, on a zoo name the zoo does not know.
+
+    User code (``module:function``) is not imported here; a mistake there fails its job.
+    """
+    zoo_names = sorted({n for n in names if ":" not in n})
+    if not zoo_names:
+        return
+    try:
+        from driple.zoo import get_spec
+    except ImportError:
+        return  # the workers will say so
+    for name in zoo_names:
+        get_spec(name)
+
+
 def load_user_function(ref: str) -> Callable:
     """Import ``module:function`` or ``path/to/file.py:function`` and return the function."""
     target, _, func_name = ref.rpartition(":")

@@ -28,9 +28,11 @@ def test_help_explains(capsys):
     assert "sweep" in capsys.readouterr().out
 
 
-def test_bad_setting_is_a_user_error(capsys, tmp_path):
+def test_bad_setting_or_model_is_a_user_error(capsys, tmp_path):
     assert main(["collect", "run", "mlp", "--setting", "cpu-ddp-x", "--out", str(tmp_path)]) == 2
     assert "cannot read setting" in capsys.readouterr().err
+    assert main(["collect", "run", "no_such_model", "--out", str(tmp_path)]) == 2  # before any process starts
+    assert "unknown model" in capsys.readouterr().err
 
 
 @pytest.mark.slow
