@@ -2,28 +2,36 @@
 
     python scripts/bench_zoo_step_time.py                 # every family default
     python scripts/bench_zoo_step_time.py --presets       # + the small (non full-size) presets
-    python scripts/bench_zoo_step_time.py --sweep 20      # + 20 sweep_configs() picks, vs. estimate
+    python scripts/bench_zoo_step_time.py --sweep 66      # + 66 sweep_configs() entries
+    python scripts/bench_zoo_step_time.py --sweep 110 --save t.json   # timings for a refit
+    python scripts/bench_zoo_step_time.py --fit t.json   # fit driple.zoo.sweep's coefficients
     python scripts/bench_zoo_step_time.py resnet gpt_tiny --optimizer adam
 
-An iteration is ``out = model(x); loss_fn(out, y).backward(); opt.step(); opt.zero_grad()``;
-the time is the median of ``--repeats`` iterations after ``--warmup`` untimed ones.
+An iteration is ``out = model(x); loss_fn(out, y).backward(); opt.step(); opt.zero_grad()``.
+Columns: ``est`` is :func:`driple.zoo.estimate_step_seconds`; ``min`` and ``median`` are over
+``--repeats`` iterations after ``--warmup`` untimed ones (min is the one to trust on a busy host).
 """
 from __future__ import annotations
 
 import argparse
-import random
+import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 
-from driple.zoo import build_workload, estimate_step_seconds, list_models, make_optimizer, sweep_configs
+from driple.zoo import build_workload, estimate_step_seconds, list_models, make_optimizer, resolve_config, sweep_configs
+from driple.zoo.optim import OPTIMIZERS
+from driple.zoo.registry import family_of
+from driple.zoo.sweep import _key, forward_cost
 
 
 def time_step(name: str, batch_size: int | None = None, optimizer: str = "sgd", warmup: int = 2,
-              repeats: int = 5, **knobs) -> tuple[float, int, int]:
-    """Median seconds of one training iteration, the parameter count and the batch size."""
+              repeats: int = 5, **knobs) -> tuple[list[float], int, int]:
+    """Seconds of each timed training iteration, the parameter count and the batch size."""
     w = build_workload(name, batch_size, **knobs)
     opt = make_optimizer(optimizer, w.model.parameters())
     inputs, targets = w.example_batch
@@ -36,20 +44,54 @@ def time_step(name: str, batch_size: int | None = None, optimizer: str = "sgd", 
         opt.zero_grad()
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    return statistics.median(times), w.num_parameters, w.batch_size
+    return times, w.num_parameters, w.batch_size
+
+
+def fit(rows: list[dict]) -> None:
+    """Least-squares (relative error, non-negative) fit of the step-time model; prints it.
+
+    ``rows`` hold name, knobs, batch_size, optimizer and the measured seconds of one step.
+    """
+    from scipy.optimize import nnls
+
+    fams = sorted({family_of(r["name"]).name for r in rows})
+    cols = [f"flop:{f}" for f in fams] + [f"element:{f}" for f in fams] + ["op"] + [f"param:{o}" for o in OPTIMIZERS]
+    a = np.zeros((len(rows), len(cols)))
+    for i, r in enumerate(rows):
+        family = family_of(r["name"]).name
+        c, b = forward_cost(family, _key(resolve_config(r["name"], **r["knobs"]))), r["batch_size"]
+        a[i, cols.index(f"flop:{family}")] = b * c.flops
+        a[i, cols.index(f"element:{family}")] = b * c.elements
+        a[i, cols.index("op")] = c.ops
+        a[i, cols.index(f"param:{r['optimizer']}")] = c.params
+    y = np.array([r["seconds"] for r in rows])
+    coef, _ = nnls(a / y[:, None], np.ones(len(rows)))
+    pred = a @ coef
+    print("\nfitted coefficients (paste into driple/zoo/sweep.py):")
+    for name, value in zip(cols, coef):
+        print(f"  {name:18s} {value:.3g}")
+    ratio = pred / y
+    print(f"estimate / measured: median {np.median(ratio):.2f}, 5-95% {np.percentile(ratio, 5):.2f}-"
+          f"{np.percentile(ratio, 95):.2f}, worst {ratio.min():.2f} / {ratio.max():.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="model names (default: every family default)")
     parser.add_argument("--presets", action="store_true", help="also the presets that are not full-size")
-    parser.add_argument("--sweep", type=int, default=0, metavar="N", help="also N random sweep_configs() entries")
+    parser.add_argument("--sweep", type=int, default=0, metavar="N", help="also the first N sweep_configs() entries")
+    parser.add_argument("--seed", type=int, default=1, help="seed of sweep_configs() (default 1)")
+    parser.add_argument("--save", metavar="JSON", help="write the timings to this file")
+    parser.add_argument("--fit", metavar="JSON", help="fit the estimate's coefficients to saved timings and stop")
     parser.add_argument("--optimizer", default="sgd")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.fit:
+        fit(json.loads(Path(args.fit).read_text()))
+        return 0
 
     specs = list_models()
     jobs = [dict(name=n, knobs={}, batch_size=None, optimizer=args.optimizer) for n in args.names]
@@ -60,16 +102,22 @@ def main(argv: list[str] | None = None) -> int:
         jobs += [dict(name=s.name, knobs={}, batch_size=None, optimizer=args.optimizer)
                  for s in specs if s.name != s.family and not s.preset]
     if args.sweep:
-        jobs += random.Random(0).sample(sweep_configs(), args.sweep)
+        jobs += sweep_configs(seed=args.seed, n=args.sweep)
 
-    print(f"{'model':22s} {'knobs':40s} {'opt':5s} {'batch':>5s} {'params':>9s} {'est ms':>8s} {'ms':>8s}")
+    print(f"{'model':20s} {'knobs':44s} {'opt':5s} {'batch':>5s} {'params':>8s} {'est':>7s} {'min':>7s} "
+          f"{'median':>7s}  (ms)")
+    rows = []
     for job in jobs:
-        seconds, params, batch = time_step(job["name"], job["batch_size"], job["optimizer"], args.warmup,
-                                           args.repeats, **job["knobs"])
+        times, params, batch = time_step(job["name"], job["batch_size"], job["optimizer"], args.warmup,
+                                         args.repeats, **job["knobs"])
         est = estimate_step_seconds(job["name"], batch, job["optimizer"], **job["knobs"])
-        knobs = ",".join(f"{k}={v}" for k, v in job["knobs"].items())
-        print(f"{job['name']:22s} {knobs[:40]:40s} {job['optimizer']:5s} {batch:5d} {params / 1e6:8.2f}M "
-              f"{est * 1e3:8.1f} {seconds * 1e3:8.1f}", flush=True)
+        knobs = ",".join(f"{k}={v}" for k, v in job["knobs"].items()).replace(" ", "")
+        print(f"{job['name']:20s} {knobs[:44]:44s} {job['optimizer']:5s} {batch:5d} {params / 1e6:7.2f}M "
+              f"{est * 1e3:7.1f} {min(times) * 1e3:7.1f} {statistics.median(times) * 1e3:7.1f}", flush=True)
+        rows.append(dict(name=job["name"], knobs=job["knobs"], batch_size=batch, optimizer=job["optimizer"],
+                         seconds=min(times), median_seconds=statistics.median(times)))
+    if args.save:
+        Path(args.save).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

@@ -1,0 +1,334 @@
+"""Tests of driple.zoo: every family builds, trains a step, traces, and the sweep stays balanced.
+
+Batches are tiny (2 samples) so the whole file runs in well under a minute on one core.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import random
+
+import pytest
+import torch
+import yaml
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from driple.errors import DripleError
+from driple.zoo import (
+    OPTIMIZERS,
+    ModelSpec,
+    Workload,
+    build_workload,
+    estimate_step_seconds,
+    list_models,
+    make_optimizer,
+    resolve_config,
+    sweep_configs,
+)
+from driple.zoo import sweep as sweep_mod
+from driple.zoo.registry import build_model
+from driple.zoo.tasks import IGNORE_INDEX
+
+FAMILIES = ("alexnet", "bert", "densenet", "googlenet", "gpt", "lstm_lm", "mlp", "mobilenetv2", "resnet", "vgg", "vit")
+VISION = ("alexnet", "densenet", "googlenet", "mobilenetv2", "resnet", "vgg")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _expected_output_shape(w: Workload, batch: int) -> tuple:
+    c = w.config
+    if w.family in ("gpt", "lstm_lm") or (w.family == "bert" and c["head"] == "mlm"):
+        return (batch, c["seq_len"], c["vocab_size"])
+    return (batch, c["num_classes"])
+
+
+def _step_fn(w: Workload, opt: torch.optim.Optimizer):
+    def step(inputs, targets):
+        loss = w.loss_fn(w.model(inputs), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+# --------------------------------------------------------------------------- listing
+def test_list_models_covers_every_family_with_defaults_first():
+    specs = list_models()
+    names = [s.name for s in specs]
+    assert len(names) == len(set(names))
+    assert all(isinstance(s, ModelSpec) for s in specs)
+    families = {s.family for s in specs}
+    assert set(FAMILIES) <= families
+    for fam in FAMILIES:  # the family's own name is its default configuration, never full-size
+        spec = next(s for s in specs if s.name == fam)
+        assert spec.family == fam and not spec.preset and spec.default_batch_size >= 1
+    for name in ("resnet18", "resnet50", "vgg16", "densenet121", "mobilenet_v2", "googlenet_imagenet",
+                 "alexnet_imagenet", "bert_base", "gpt2_small", "lstm_lm_large", "vit_b_16"):
+        assert next(s for s in specs if s.name == name).preset, name
+    for name in ("resnet20_cifar", "gpt_tiny", "bert_tiny", "lstm_lm_small"):
+        assert not next(s for s in specs if s.name == name).preset, name
+
+
+def test_spec_knobs_match_config_and_are_frozen():
+    spec = next(s for s in list_models() if s.name == "resnet50")
+    assert spec.knobs["depth"] == 50 and spec.knobs["image_size"] == 224
+    with pytest.raises(Exception):
+        spec.name = "other"
+    config = resolve_config("resnet50")
+    assert config == {**spec.knobs, "batch_size": spec.default_batch_size}
+
+
+# --------------------------------------------------------------------------- build + train
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_default_trains_one_step(family):
+    w = build_workload(family, batch_size=2)
+    assert w.family == family and w.config["batch_size"] == 2
+    spec = next(s for s in list_models() if s.name == family)
+    assert {k: w.config[k] for k in spec.knobs} == spec.knobs
+    inputs, targets = w.example_batch
+    assert inputs.shape[0] == 2 and targets.shape[0] == 2
+    opt = make_optimizer("sgd", w.model.parameters())
+    before = [p.detach().clone() for p in w.model.parameters()]
+    out = w.model(inputs)
+    assert tuple(out.shape) == _expected_output_shape(w, 2)
+    loss = w.loss_fn(out, targets)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    assert all(p.grad is not None for p in w.model.parameters())  # every parameter is used
+    opt.step()
+    opt.zero_grad()
+    assert any(not torch.equal(b, p) for b, p in zip(before, w.model.parameters()))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_make_batch_is_deterministic_per_generator(family):
+    w = build_workload(family, batch_size=3)
+    a = w.make_batch(generator=torch.Generator().manual_seed(7))
+    b = w.make_batch(generator=torch.Generator().manual_seed(7))
+    c = w.make_batch(generator=torch.Generator().manual_seed(8))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    assert all(torch.equal(x, y) for x, y in zip(w.example_batch, w.example_batch))
+    inputs, targets = w.make_batch(5)
+    assert inputs.shape[0] == 5 and targets.shape[0] == 5
+    assert inputs.dtype == (torch.long if family in ("bert", "gpt", "lstm_lm") else torch.float32)
+
+
+def test_model_weights_depend_only_on_name_and_knobs():
+    torch.manual_seed(123)
+    a = build_workload("gpt_tiny").model.state_dict()
+    state = torch.random.get_rng_state()
+    b = build_workload("gpt_tiny").model.state_dict()
+    assert torch.equal(state, torch.random.get_rng_state())  # building leaves the global RNG alone
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_masked_lm_batch_masks_a_fixed_share():
+    w = build_workload("bert", batch_size=4, seq_len=20, vocab_size=100)
+    inputs, targets = w.example_batch
+    masked = targets != IGNORE_INDEX
+    assert masked.sum(1).tolist() == [3, 3, 3, 3]  # 15% of 20
+    assert (inputs[masked] == 99).all() and (inputs[~masked] != 99).all()
+    cls = build_workload("bert", batch_size=4, head="cls", num_classes=5)
+    assert tuple(cls.model(cls.example_batch[0]).shape) == (4, 5)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+def test_gpt_is_causal(attention):
+    w = build_workload("gpt_tiny", batch_size=2, attention=attention)
+    w.model.eval()
+    x, _ = w.example_batch
+    y = x.clone()
+    y[:, -1] = (y[:, -1] + 1) % w.config["vocab_size"]
+    with torch.no_grad():
+        a, b = w.model(x), w.model(y)
+    torch.testing.assert_close(a[:, :-1], b[:, :-1])
+    assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_attention_implementations_agree():
+    x, _ = build_workload("gpt_tiny", batch_size=2).example_batch
+    outs = []
+    for attention in ("sdpa", "math"):
+        model = build_workload("gpt_tiny", attention=attention).model.eval()
+        with torch.no_grad():
+            outs.append(model(x))
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", VISION)
+@pytest.mark.parametrize("variant,size", [("cifar", 32), ("imagenet", 64)])
+def test_vision_families_run_at_their_smallest_image(family, variant, size):
+    knobs = {"growth_rate": 4} if family == "densenet" else {"width": 0.25}
+    w = build_workload(family, batch_size=1, image_size=size, variant=variant, **knobs)
+    with torch.no_grad():
+        assert tuple(w.model(w.example_batch[0]).shape) == (1, 10)
+    with pytest.raises(DripleError, match="too small"):
+        build_workload(family, image_size=size - 1, variant=variant)
+
+
+# Parameter counts of torchvision's models and of the reference BERT / GPT-2 implementations.
+REFERENCE_PARAMS = {
+    "resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032, "resnet101": 44_549_160,
+    "resnet152": 60_192_808, "vgg11": 132_863_336, "vgg16": 138_357_544, "vgg19": 143_667_240,
+    "vgg16_bn": 138_365_992, "densenet121": 7_978_856, "densenet161": 28_681_000, "densenet169": 14_149_480,
+    "densenet201": 20_013_928, "mobilenet_v2": 3_504_872, "googlenet_imagenet": 6_624_904,
+    "alexnet_imagenet": 61_100_840, "vit_b_16": 86_567_656, "gpt2_small": 124_439_808,
+    "bert_base": 109_514_298,  # BertForMaskedLM (tied decoder)
+    "bert_base_cls": 109_483_778,  # BertForSequenceClassification, 2 labels
+    "resnet20_cifar": 269_722,  # He et al. 2016: 0.27 M
+    "resnet110_cifar": 1_727_962,  # 1.7 M
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_PARAMS))
+def test_presets_match_reference_parameter_counts(name):
+    config = resolve_config(name)
+    family = next(s.family for s in list_models() if s.name == name)
+    model = build_model(family, config, device="meta")
+    assert sum(p.numel() for p in model.parameters()) == REFERENCE_PARAMS[name]
+
+
+def test_every_preset_builds_on_meta():
+    for spec in list_models():
+        model = build_model(spec.family, resolve_config(spec.name), device="meta")
+        assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_presets_accept_knob_overrides():
+    w = build_workload("resnet50", batch_size=2, image_size=64, num_classes=7, width=0.25)
+    assert w.config["depth"] == 50 and w.config["image_size"] == 64
+    with torch.no_grad():
+        assert tuple(w.model(w.example_batch[0]).shape) == (2, 7)
+
+
+# --------------------------------------------------------------------------- tracing
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_default_traces_with_make_fx_fake(family):
+    w = build_workload(family, batch_size=2)
+    opt = make_optimizer("sgd", w.model.parameters())
+    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    ops = collections.Counter(str(n.target).split(".")[1] for n in graph.graph.nodes if n.op == "call_function"
+                              and str(n.target).startswith("aten."))
+    assert sum(ops.values()) > 20
+    assert any(k in ops for k in ("convolution", "mm", "addmm", "bmm", "_scaled_dot_product_flash_attention_for_cpu"))
+    assert any("backward" in k for k in ops)  # the backward pass is in the graph
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_every_optimizer_traces(optimizer):
+    w = build_workload("mlp", batch_size=2, hidden=16, layers=1)
+    opt = make_optimizer(optimizer, w.model.parameters())
+    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    assert len(graph.graph.nodes) > 20
+
+
+# --------------------------------------------------------------------------- user mistakes
+def test_unknown_model_suggests_close_names():
+    with pytest.raises(DripleError) as err:
+        build_workload("resnet5")
+    msg = str(err.value)
+    assert "resnet50" in msg and "driple zoo" in msg and "\n" not in msg
+    with pytest.raises(DripleError, match="Did you mean 'gpt2_small'"):
+        build_workload("GPT2-small")
+
+
+def test_unknown_knob_lists_the_valid_ones():
+    with pytest.raises(DripleError) as err:
+        build_workload("resnet", dept=18)
+    msg = str(err.value)
+    assert "'depth'" in msg and "image_size" in msg and "width" in msg
+
+
+@pytest.mark.parametrize("name,knobs,fragment", [
+    ("vgg", {"depth": 12}, "must be one of"),
+    ("resnet", {"depth": 21}, r"6n\+2"),
+    ("resnet", {"width": "wide"}, "takes a number"),
+    ("gpt", {"d_model": 100, "heads": 3}, "multiple of heads"),
+    ("gpt", {"seq_len": 64, "max_positions": 32}, "longer than max_positions"),
+    ("densenet", {"block_config": "6,0,3"}, "block_config"),
+    ("lstm_lm", {"tie_weights": True, "embed_dim": 100}, "tie_weights"),
+    ("bert", {"head": "qa"}, "mlm"),
+    ("mlp", {"layers": True}, "takes an integer"),
+])
+def test_bad_knob_values_explain_themselves(name, knobs, fragment):
+    with pytest.raises(DripleError, match=fragment):
+        build_workload(name, **knobs)
+
+
+def test_bad_batch_size_and_optimizer():
+    for bad in (0, -3, 2.5, "many"):
+        with pytest.raises(DripleError, match="batch_size"):
+            build_workload("mlp", batch_size=bad)
+    with pytest.raises(DripleError, match="'adam'"):
+        make_optimizer("adma", [torch.nn.Parameter(torch.zeros(1))])
+    with pytest.raises(DripleError, match="learning rate"):
+        make_optimizer("sgd", [torch.nn.Parameter(torch.zeros(1))], lr=-1)
+
+
+def test_knob_strings_are_converted():
+    config = resolve_config("densenet", batch_size="4", growth_rate="8", block_config="2,3",
+                            variant="CIFAR")
+    assert config["batch_size"] == 4 and config["growth_rate"] == 8
+    assert config["block_config"] == (2, 3) and config["variant"] == "cifar"
+    assert resolve_config("vgg", batch_norm="false", width="0.25")["batch_norm"] is False
+
+
+def test_optimizers():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert isinstance(make_optimizer("sgd", params), torch.optim.SGD)
+    assert make_optimizer("sgd", params).defaults["momentum"] == 0.9
+    assert isinstance(make_optimizer("Adam", params, lr=0.1), torch.optim.Adam)
+    assert isinstance(make_optimizer("adamw", params), torch.optim.AdamW)
+
+
+# --------------------------------------------------------------------------- sweep
+def test_sweep_configs_span_the_zoo_within_budget():
+    configs = sweep_configs()
+    assert len(configs) >= 300
+    keys = {json.dumps({k: c[k] for k in ("name", "knobs", "batch_size", "optimizer")}, sort_keys=True)
+            for c in configs}
+    assert len(keys) == len(configs)  # distinct
+    per_family = collections.Counter(c["name"] for c in configs)
+    assert set(per_family) == set(FAMILIES)
+    assert min(per_family.values()) >= 20
+    for fam in FAMILIES:
+        mine = [c for c in configs if c["name"] == fam]
+        assert len({json.dumps(c["knobs"], sort_keys=True) for c in mine}) >= 3, fam
+        assert len({c["batch_size"] for c in mine}) >= 2, fam
+    assert {c["optimizer"] for c in configs} == set(OPTIMIZERS)
+    low, high = sweep_mod.BUDGET_SECONDS
+    assert all(low <= c["est_seconds"] <= high for c in configs)
+    yaml.safe_load(yaml.safe_dump(configs))  # plain types only: the collector writes grid.yaml
+    for c in configs[:: len(configs) // 25]:  # every entry is a valid build request
+        resolve_config(c["name"], c["batch_size"], **c["knobs"])
+
+
+def test_sweep_configs_seed_and_size():
+    assert sweep_configs(seed=3) == sweep_configs(seed=3)
+    assert sweep_configs(seed=3) != sweep_configs(seed=4)
+    small = sweep_configs(n=22)
+    assert len(small) == 22 and collections.Counter(c["name"] for c in small) == {f: 2 for f in FAMILIES}
+    assert len(sweep_configs(n=10_000)) > 1000
+
+
+def test_shipped_cost_table_is_current():
+    shipped = sweep_mod._shipped_costs()
+    grid = {sweep_mod._key(resolve_config(f, **k)): f for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
+    assert set(grid) <= set(shipped), "run driple.zoo.sweep.write_cost_table()"
+    for key in random.Random(0).sample(sorted(grid), 3):
+        assert sweep_mod._count_forward(grid[key], key) == shipped[key]
+
+
+def test_estimate_grows_with_batch_and_model():
+    assert estimate_step_seconds("resnet", 64) > estimate_step_seconds("resnet", 8)
+    assert estimate_step_seconds("resnet50") > estimate_step_seconds("resnet20_cifar")
+    assert estimate_step_seconds("mlp", optimizer="adam") > estimate_step_seconds("mlp", optimizer="sgd")
