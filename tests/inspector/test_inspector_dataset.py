@@ -1,0 +1,104 @@
+import os
+
+import numpy as np
+import pytest
+import torch
+from inspector_helpers import fake_builder, synthetic_targets, write_dataset
+
+from driple.errors import DripleError
+from driple.inspector.dataset import InspectorDataset, job_config
+from driple.metrics import METRICS
+
+
+def test_dataset_from_results_csv(tmp_path):
+    bad = ",".join(["j900", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
+                   + ["" for _ in METRICS] + [""])
+    root = write_dataset(tmp_path / "S", n_configs=4, repeats=2, extra_rows=[bad])
+    ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
+    assert len(ds) == 8  # the failed job is left out
+    assert ds.job_ids[:3] == ["j000", "j001", "j002"]
+    assert ds.families[:4] == ["alpha", "alpha", "beta", "beta"]
+    assert ds.feature_set == "driple" and ds.vocab_digest == "test-vocab"
+    assert ds.setting == "cpu-ddp-w2-lo"
+    assert ds.targets.shape == (8, 12) and ds.graph_attrs.shape == (8, 6)
+    item = ds[2]
+    config = {"model": "net1", "knobs": {"seed": 1}, "batch_size": 8, "optimizer": "sgd",
+              "setting": "cpu-ddp-w2-lo"}
+    expected = fake_builder(config)
+    assert torch.equal(item.x, expected.x) and torch.equal(item.edge_index, expected.edge_index)
+    assert torch.allclose(item.y, synthetic_targets(expected), rtol=1e-5)
+    assert ds.config_keys[2] == ds.config_keys[3]  # repeated measurements share one graph
+    sub = ds[[1, 3]]
+    assert sub.job_ids == ["j001", "j003"] and sub.targets.shape == (2, 12)
+
+
+def test_dataset_caches_graphs(tmp_path):
+    root = write_dataset(tmp_path / "S", n_configs=3)
+    calls = []
+
+    def counting(config, **options):
+        calls.append(config["knobs"]["seed"])
+        return fake_builder(config, **options)
+
+    InspectorDataset(root, builder=counting, builder_id="fake", progress=False)
+    assert sorted(calls) == [0, 1, 2]
+    InspectorDataset(root, builder=counting, builder_id="fake", progress=False)
+    assert len(calls) == 3  # the collated dataset is reused
+    # one more job: only its graph is built, the others come from the graph cache
+    root = write_dataset(tmp_path / "S", n_configs=4)
+    ds = InspectorDataset(root, builder=counting, builder_id="fake", progress=False)
+    assert sorted(calls) == [0, 1, 2, 3] and len(ds) == 4
+    # other builder options are another cache entry
+    InspectorDataset(root, groups=50, builder=counting, builder_id="fake", progress=False)
+    assert len(calls) == 8
+    assert os.path.isdir(os.path.join(root, "processed", "graphs"))
+
+
+def test_dataset_skips_unbuildable_graphs(tmp_path):
+    row = ",".join(["j900", "cpu-ddp-w2-lo", "broken", "delta", '"{}"', "8", "sgd", "ok"]
+                   + ["1" for _ in METRICS] + ["0.1"])
+    root = write_dataset(tmp_path / "S", n_configs=3, extra_rows=[row])
+    with pytest.warns(UserWarning, match="1 of 4 graph"):
+        ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
+    assert len(ds) == 3
+
+
+def test_dataset_errors(tmp_path):
+    with pytest.raises(DripleError, match="results.csv"):
+        InspectorDataset(str(tmp_path), builder=fake_builder, builder_id="fake")
+    (tmp_path / "results.csv").write_text("job_id,status\nj1,ok\n")
+    with pytest.raises(DripleError, match="lacks the column"):
+        InspectorDataset(str(tmp_path), builder=fake_builder, builder_id="fake")
+    with pytest.raises(DripleError, match="JSON"):
+        job_config({"model": "m", "knobs": "{depth", "batch_size": 1, "optimizer": "sgd", "setting": "s"})
+
+
+def _tiny_zoo_builder(config, groups=100, grouping="uniform", features="driple"):
+    from driple.graph.build import build_zoo_input
+    from driple.graph.features import OpVocabulary
+
+    vocab = OpVocabulary({"aten.addmm.default": 4, "aten.relu.default": 2}, corpus="test")
+    return build_zoo_input(config["model"], batch_size=config["batch_size"],
+                           optimizer=config["optimizer"], strategy=config["setting"], groups=groups,
+                           grouping=grouping, features=features, vocabulary=vocab, **config["knobs"])
+
+
+def test_dataset_with_zoo_models(tmp_path):
+    """The real builder on two tiny zoo MLPs (targets are placeholders)."""
+    pytest.importorskip("driple.zoo")
+    pytest.importorskip("driple.graph.build")
+    root = tmp_path / "cpu-ddp-w2-lo"
+    root.mkdir()
+    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status", *METRICS]
+    rows = [",".join(header)]
+    for i, hidden in enumerate((16, 32)):
+        knobs = f'"{{""input_dim"": 8, ""hidden"": {hidden}, ""layers"": 1}}"'
+        rows.append(",".join([f"j{i}", "cpu-ddp-w2-lo", "mlp", "mlp", knobs, "4", "sgd", "ok"]
+                             + [str(1.0 + i)] * len(METRICS)))
+    (root / "results.csv").write_text("\n".join(rows) + "\n")
+    ds = InspectorDataset(str(root), groups=6, builder=_tiny_zoo_builder, builder_id="zoo-test",
+                          progress=False)
+    assert len(ds) == 2
+    assert ds[0].x.size(1) == 3 and 1 <= ds[0].x.size(0) <= 6
+    assert ds.graph_attrs[1, 0] > ds.graph_attrs[0, 0]  # more parameters with the wider MLP
+    assert np.allclose(ds.targets[1], 2.0)

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+from inspector_helpers import tiny_graph
+
+from driple.errors import DripleError
+from driple.inspector.model import Inspector
+from driple.inspector.predictor import Predictor, load_predictor
+from driple.inspector.scaling import FeatureScaler, TargetScaler
+
+
+def _predictor(split=False):
+    torch.manual_seed(0)
+    graphs = [tiny_graph(4 + i, seed=i) for i in range(5)]
+    model = Inspector(3, hidden_channels=16, num_repeats=4)
+    if split:
+        model.split_repeats()
+        with torch.no_grad():
+            model.conv_repeat_tuned.bias.add_(0.5)
+    fs = FeatureScaler(["op_freq", "tensor_mb", "n_ops"]).fit(graphs)
+    ts = TargetScaler("max").fit(np.arange(1, 25, dtype=float).reshape(2, 12))
+    info = {"feature_set": "driple", "vocab_digest": "test-vocab", "setting": "cpu-ddp-w2-lo",
+            "split": {"kind": "random", "train": ["j1"], "val": [], "test": ["j2"]}}
+    return Predictor(model, fs, ts, info), graphs
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_checkpoint_round_trip(tmp_path, split):
+    predictor, graphs = _predictor(split)
+    path = predictor.save(str(tmp_path / "trained"))
+    assert path.endswith("trained/inspector.pt")
+    state = torch.load(path, weights_only=True)  # plain types and tensors only
+    assert state["config"]["tuned_from"] == (2 if split else None)
+    loaded = load_predictor(str(tmp_path / "trained"))
+    assert np.array_equal(loaded.predict(graphs), predictor.predict(graphs))
+    assert loaded.setting == "cpu-ddp-w2-lo" and loaded.info["split"]["test"] == ["j2"]
+    assert loaded.predict(graphs[0]).shape == (1, 12)
+    assert list(loaded.predict_frame(graphs).columns)[0] == "compute_burst_amount"
+
+
+def test_checkpoint_of_other_version_is_refused(tmp_path):
+    predictor, _ = _predictor()
+    state = predictor.state()
+    state["driple_version"] = "0.0.1"
+    torch.save(state, tmp_path / "old.pt")
+    with pytest.raises(DripleError, match="driple 0.0.1"):
+        load_predictor(str(tmp_path / "old.pt"))
+
+
+def test_checkpoint_damaged_or_foreign(tmp_path):
+    predictor, _ = _predictor()
+    state = predictor.state()
+    state["config"]["hidden_channels"] = 8  # layer sizes no longer match the weights
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(DripleError, match="damaged"):
+        load_predictor(str(tmp_path / "bad.pt"))
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "foreign.pt")
+    with pytest.raises(DripleError, match="not a driple inspector checkpoint"):
+        load_predictor(str(tmp_path / "foreign.pt"))
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(DripleError):
+        load_predictor(str(tmp_path / "junk.pt"))
+    with pytest.raises(DripleError, match="no inspector checkpoint"):
+        load_predictor(str(tmp_path / "missing"))
+
+
+def test_feature_set_and_vocabulary_mismatch(tmp_path):
+    predictor, _ = _predictor()
+    predictor.save(str(tmp_path / "m"))
+    loaded = load_predictor(str(tmp_path / "m"))
+    with pytest.raises(DripleError, match="'rich' feature set"):
+        loaded.predict(tiny_graph(5, num_features=10, feature_set="rich"))
+    with pytest.raises(DripleError, match="op vocabulary"):
+        loaded.predict(tiny_graph(5, vocab_digest="other"))
+    with pytest.raises(DripleError, match="features per group"):  # no feature_set recorded
+        g = tiny_graph(5, num_features=10)
+        del g.feature_set
+        loaded.predict(g)
+    with pytest.raises(DripleError, match="feature set"):
+        load_predictor(str(tmp_path / "m"), feature_set="rich")

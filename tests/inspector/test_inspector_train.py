@@ -1,0 +1,52 @@
+import pytest
+import torch
+from inspector_helpers import synthetic_targets, tiny_graph
+
+from driple.inspector.model import Inspector
+from driple.inspector.predictor import Predictor
+from driple.inspector.scaling import FeatureScaler, TargetScaler
+from driple.inspector.train import TrainOptions, fit, masked_mse
+
+
+def test_masked_mse_ignores_nan():
+    pred = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    target = torch.tensor([[2.0, float("nan")], [3.0, 6.0]])
+    assert masked_mse(pred, target).item() == pytest.approx((1 + 0 + 4) / 3)
+
+
+def _prepared(n=12):
+    graphs = []
+    for i in range(n):
+        g = tiny_graph(4 + i % 7, seed=i)
+        g.y = synthetic_targets(g)
+        graphs.append(g)
+    names = ["op_freq", "tensor_mb", "n_ops"]
+    fs = FeatureScaler(names).fit(graphs)
+    ts = TargetScaler("standard").fit(torch.cat([g.y for g in graphs]).double().numpy())
+    return Predictor(Inspector(3, hidden_channels=32, num_repeats=3), fs, ts), graphs
+
+
+def test_overfits_tiny_dataset():
+    torch.manual_seed(0)
+    predictor, graphs = _prepared()
+    data = predictor.prepare(graphs)
+    history = fit(predictor.model, data, data,
+                  TrainOptions(epochs=100, patience=100, batch_size=12, lr=1e-2), progress=False)
+    first, best = history["train_loss"][0], min(history["train_loss"])
+    assert best < first / 10, (first, best)
+    assert history["best_val_loss"] < first / 10
+    assert history["epochs"] == 100
+
+
+def test_fit_early_stops_and_restores_best():
+    torch.manual_seed(0)
+    predictor, graphs = _prepared(8)
+    data = predictor.prepare(graphs)
+    history = fit(predictor.model, data[:6], data[6:], TrainOptions(epochs=200, patience=3, lr=0.05),
+                  progress=False)
+    assert history["epochs"] == history["best_epoch"] + 4 or history["epochs"] == 200
+    from driple.inspector.train import _loss_on
+    from torch_geometric.loader import DataLoader
+
+    val = _loss_on(predictor.model, DataLoader(data[6:], batch_size=8))
+    assert abs(val - history["best_val_loss"]) < 1e-5

@@ -1,0 +1,61 @@
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from driple.errors import DripleError
+from driple.inspector.model import Inspector
+from driple.inspector.train import TrainOptions
+from driple.inspector.transfer import finetune, freeze_for_transfer, trainable_parameters
+
+
+def _count(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_freezing_counts():
+    model = Inspector(3, hidden_channels=16, num_repeats=6)
+    mlp, conv = _count(model.mlp), _count(model.conv_repeat)
+    assert mlp == (32 * 16 + 16) + (16 * 16 + 16) + (16 * 12 + 12)
+    assert conv == 16 * 16 + 16
+    total = _count(model)
+
+    paper = freeze_for_transfer(copy.deepcopy(model), "paper")
+    assert paper.tuned_from == 3
+    assert trainable_parameters(paper) == mlp + conv
+    names = {n.split(".")[0] for n, p in paper.named_parameters() if p.requires_grad}
+    assert names == {"mlp", "conv_repeat_tuned"}
+    assert _count(paper) == total + conv
+
+    only_mlp = freeze_for_transfer(copy.deepcopy(model), "mlp")
+    assert trainable_parameters(only_mlp) == mlp
+    assert only_mlp.conv_repeat_tuned is None
+
+    scratch = freeze_for_transfer(copy.deepcopy(model), "scratch")
+    assert trainable_parameters(scratch) == total
+    with pytest.raises(DripleError):
+        freeze_for_transfer(model, "all")
+
+
+def test_finetune_paper_scheme_trains_only_its_part(dataset):
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import train_inspector
+
+    opts = TrainOptions(epochs=4, patience=4)
+    source = train_inspector(dataset, random_split(dataset), hidden_channels=16, num_repeats=4,
+                             options=opts, progress=False)
+    before = copy.deepcopy(source.model.state_dict())
+    tuned = finetune(source, dataset, fraction=0.5, scheme="paper", options=opts, progress=False)
+    after = tuned.model.state_dict()
+    assert torch.equal(source.model.state_dict()["conv_repeat.lin.weight"], before["conv_repeat.lin.weight"])
+    for key, value in after.items():
+        if key.startswith(("mlp", "conv_repeat_tuned")):
+            continue
+        assert torch.equal(value, before[key]), key  # frozen parts keep the source's weights
+    assert not torch.equal(after["conv_repeat_tuned.lin.weight"], before["conv_repeat.lin.weight"])
+    info = tuned.info["transfer"]
+    assert info["scheme"] == "paper" and info["n_train"] == 4
+    assert info["trainable_parameters"] == _count(tuned.model.mlp) + _count(tuned.model.conv_repeat)
+    assert tuned.predict(dataset[0]).shape == (1, 12)
+    assert np.isfinite(tuned.info["scores"]["test"]["mean"]["nrmse"])
