@@ -99,6 +99,11 @@ class _Track:
         self.cols["n_procs"] = array("i")
         if gpu:
             self.cols["gpu_mem_used_bytes"] = array("q")
+        c = self.cols
+        self.append_row = (  # bound methods: the per-sample path stays short
+            c["t_ns"].append, c["cpu_ns"].append, c["rss_bytes"].append,
+            c["tx_bytes"].append, c["rx_bytes"].append, c["n_procs"].append,
+        )
 
 
 class Sampler:
@@ -122,6 +127,7 @@ class Sampler:
             (i, k): (array("q"), array("d")) for i in self.gpus for k in nvml_mod.KINDS
         }
         self.tracks = [_Track(t, src, device == "gpu") for t, src in zip(targets, sources)]
+        self._live = list(enumerate(self.tracks))  # (index, track) of targets still running
         self.tcp = TcpAccounts(len(targets)) if "tcp_info" in sources else None
         self.ifaces = InterfaceTotals()
         self.iface_t = array("q")
@@ -172,39 +178,43 @@ class Sampler:
         counters and the timestamp no longer match: read again, up to twice.
         """
         now = time.monotonic_ns
-        live = [(k, tr) for k, tr in enumerate(self.tracks) if tr.ended_ns is None]
-        mem_used = {i: g.memory_used() for i, g in self.gpus.items()}
-        for attempt in range(3):
+        live = self._live
+        tcp = self.tcp
+        mem_used = {i: g.memory_used() for i, g in self.gpus.items()} if self.gpus else None
+        for _attempt in range(3):
             a = now()
-            net = self.tcp.read() if self.tcp is not None else None
-            readings = []
-            for k, tr in live:
-                cpu, rss = tr.tree.sample()
-                tx, rx = tr.veth.read() if tr.veth is not None else net[k]
-                readings.append((cpu, rss, tx, rx))
+            net = tcp.read() if tcp is not None else None
+            readings = [
+                (*tr.tree.sample(), *(tr.veth.read() if tr.veth is not None else net[k])) for k, tr in live
+            ]
             b = now()
             span = b - a
             if span <= max(MAX_SPAN_NS, 3 * self.min_span_ns):
                 break
             self.n_retried += 1
-        self.min_span_ns = min(self.min_span_ns, span)
+        if span < self.min_span_ns:
+            self.min_span_ns = span
         t = (a + b) // 2
         if self.start_ns is None:
             self.start_ns = t
         self.spans.append(span)
+        ended = False
         for (k, tr), (cpu, rss, tx, rx) in zip(live, readings):
             if tr.tree.ended:
                 tr.ended_ns = t
+                ended = True
                 continue
-            c = tr.cols
-            c["t_ns"].append(t)
-            c["cpu_ns"].append(cpu)
-            c["rss_bytes"].append(rss)
-            c["tx_bytes"].append(tx)
-            c["rx_bytes"].append(rx)
-            c["n_procs"].append(tr.tree.size)
+            at, acpu, arss, atx, arx, anp = tr.append_row
+            at(t)
+            acpu(cpu)
+            arss(rss)
+            atx(tx)
+            arx(rx)
+            anp(tr.tree.size)
             if mem_used:
-                c["gpu_mem_used_bytes"].append(mem_used[tr.target.gpu_index])
+                tr.cols["gpu_mem_used_bytes"].append(mem_used[tr.target.gpu_index])
+        if ended:
+            self._live = [(k, tr) for k, tr in enumerate(self.tracks) if tr.ended_ns is None]
         if self.n_samples % IFACE_EVERY == 0:
             self.read_interfaces()
         self.n_samples += 1

@@ -39,6 +39,7 @@ _RTA = struct.Struct("=HH")
 _TCPI_BYTES = struct.Struct("=QQ")
 _TCPI_BYTES_OFFSET = 120
 _TCPI_MIN_LEN = _TCPI_BYTES_OFFSET + _TCPI_BYTES.size
+BATCH = 64  # exact lookups per send: their answers (~1 kB of buffer each) must fit in rcvbuf
 
 
 def _header(body_len: int, flags: int, seq: int) -> bytes:
@@ -58,9 +59,7 @@ class TcpInfoReader:
         self._sock.bind((0, 0))
         self._buf = bytearray(1 << 16)
         self._seq = 0
-        self._q_keys: tuple = ()
-        self._q_blob = b""
-        self._q_base = 0
+        self._info_at = 16 + _MSG_LEN  # where INET_DIAG_INFO sat in the last reply
 
     def close(self) -> None:
         self._sock.close()
@@ -90,57 +89,80 @@ class TcpInfoReader:
                     out[inode] = (key, *payload)
         return out
 
-    def query(self, keys: list[bytes]) -> list[tuple[int, int] | None]:
-        """``(bytes_acked, bytes_received)`` per socket key, ``None`` for sockets that are gone.
+    def prepare(self, keys: list[bytes]) -> list[tuple[bytes, int, int]]:
+        """Batches of exact-lookup requests for ``keys``, to pass to :meth:`run` many times.
 
-        The hot path of the sampler (one call per sample): the request batch is built once per
-        set of keys, and each answer (one datagram per socket) is parsed inline.
+        At most ``BATCH`` requests per batch, so that the answers fit in the socket's buffer.
         """
-        n = len(keys)
-        if not n:
-            return []
-        tkeys = tuple(keys)
-        if tkeys != self._q_keys:
+        plan = []
+        for start in range(0, len(keys), BATCH):
+            chunk = keys[start:start + BATCH]
             base = self._seq + 1
             parts = []
-            for i, key in enumerate(keys):
+            for i, key in enumerate(chunk):
                 body = _REQ.pack(key[0], socket.IPPROTO_TCP, _EXT_INFO, _STATE_MASK) + key[1:]
                 parts.append(_header(len(body), NLM_F_REQUEST, base + i) + body)
-            self._seq = base + n
-            self._q_keys, self._q_blob, self._q_base = tkeys, b"".join(parts), base
-        base = self._q_base
-        self._sock.send(self._q_blob)
-        out: list[tuple[int, int] | None] = [None] * n
+            self._seq = base + len(chunk)
+            plan.append((b"".join(parts), base, len(chunk)))
+        return plan
+
+    def query(self, keys: list[bytes]) -> list[tuple[int, int] | None]:
+        """``(bytes_acked, bytes_received)`` per socket key, ``None`` for sockets that are gone."""
+        return self.run(self.prepare(keys))
+
+    def run(self, plan: list[tuple[bytes, int, int]]) -> list[tuple[int, int] | None]:
+        """Send a prepared plan; one answer (reply or error) per socket, parsed inline.
+
+        The sampler's hot path. Netlink answers within ``send()``, so the answers are read
+        without blocking; a missing one raises ``BlockingIOError`` (prepare again then).
+        The INFO attribute is looked for first where it was in the last reply.
+        """
+        out: list[tuple[int, int] | None] = []
         buf = self._buf
+        send = self._sock.send
         recv_into = self._sock.recv_into
         unpack_hdr = _NLMSGHDR.unpack_from
         unpack_rta = _RTA.unpack_from
         unpack_bytes = _TCPI_BYTES.unpack_from
-        answered = 0
-        while answered < n:
-            size = recv_into(buf)
-            off = 0
-            while off + 16 <= size:
-                length, mtype, _flags, seq, _pid = unpack_hdr(buf, off)
-                if length < 16:
-                    break
-                i = seq - base
-                if 0 <= i < n and (mtype == SOCK_DIAG_BY_FAMILY or mtype == NLMSG_ERROR):
-                    answered += 1
-                    if mtype == SOCK_DIAG_BY_FAMILY:
-                        a = off + 16 + _MSG_LEN
-                        end = off + length
-                        while a + 4 <= end:
-                            rta_len, rta_type = unpack_rta(buf, a)
-                            if rta_len < 4:
-                                break
-                            if rta_type == INET_DIAG_INFO:
-                                if rta_len - 4 >= _TCPI_MIN_LEN:
-                                    out[i] = unpack_bytes(buf, a + 4 + _TCPI_BYTES_OFFSET)
-                                break
-                            a += (rta_len + 3) & ~3
-                off += (length + 3) & ~3
+        for blob, base, n in plan:
+            send(blob)
+            got: list[tuple[int, int] | None] = [None] * n
+            answered = 0
+            while answered < n:
+                size = recv_into(buf, 0, socket.MSG_DONTWAIT)
+                off = 0
+                while off + 16 <= size:
+                    length, mtype, _flags, seq, _pid = unpack_hdr(buf, off)
+                    if length < 16:
+                        break
+                    i = seq - base
+                    if 0 <= i < n:
+                        if mtype == SOCK_DIAG_BY_FAMILY:
+                            answered += 1
+                            a = off + self._info_at
+                            if not (a + 4 <= off + length and unpack_rta(buf, a)[1] == INET_DIAG_INFO):
+                                a = self._find_info(off, length)
+                            if a and unpack_rta(buf, a)[0] - 4 >= _TCPI_MIN_LEN:
+                                got[i] = unpack_bytes(buf, a + 4 + _TCPI_BYTES_OFFSET)
+                        elif mtype == NLMSG_ERROR:
+                            answered += 1
+                    off += (length + 3) & ~3
+            out.extend(got)
         return out
+
+    def _find_info(self, off: int, length: int) -> int:
+        """Offset of the INET_DIAG_INFO attribute of the message at ``off`` (0 if none)."""
+        a = off + 16 + _MSG_LEN
+        end = off + length
+        while a + 4 <= end:
+            rta_len, rta_type = _RTA.unpack_from(self._buf, a)
+            if rta_len < 4:
+                break
+            if rta_type == INET_DIAG_INFO:
+                self._info_at = a - off
+                return a
+            a += (rta_len + 3) & ~3
+        return 0
 
     def _messages(self, expect: int | None):
         """Yield ``(seq, inet_diag_msg view or None, (acked, received) or None)`` of a dump.
@@ -224,6 +246,7 @@ class TcpAccounts:
         self._closed = [[0, 0] for _ in range(n_targets)]
         self._open: list[list] = []  # [target index, key, bytes_acked, bytes_received]
         self._keys: list[bytes] = []  # the keys of _open, in order
+        self._plan = None  # prepared request batch for _keys
         self._known: set[int] = set()  # inodes already tracked
         self._unresolved: set[int] = set()  # inodes seen in fds but not (yet) in a TCP dump
         self._last_dump = float("-inf")
@@ -251,6 +274,7 @@ class TcpAccounts:
                 self._known.add(ino)
                 self._open.append([i, table[ino][0], 0, 0])
                 self._keys.append(table[ino][0])
+                self._plan = None
             else:
                 self._unresolved.add(ino)  # unix/UDP/listening or not yet connected
 
@@ -259,7 +283,17 @@ class TcpAccounts:
         totals = [list(c) for c in self._closed]
         if not self._open:
             return [(t[0], t[1]) for t in totals]
-        answers = self.reader.query(self._keys)
+        if self._plan is None:
+            self._plan = self.reader.prepare(self._keys)
+        try:
+            answers = self.reader.run(self._plan)
+        except OSError:  # an answer went missing: keep the last counts, ask afresh next time
+            self._plan = None
+            for s in self._open:
+                t = totals[s[0]]
+                t[0] += s[2]
+                t[1] += s[3]
+            return [(t[0], t[1]) for t in totals]
         gone = False
         for s, a in zip(self._open, answers):
             if a is None:  # socket gone: its last counts stay in the total
@@ -277,6 +311,7 @@ class TcpAccounts:
         if gone:
             self._open = [s for s in self._open if s[0] >= 0]
             self._keys = [s[1] for s in self._open]
+            self._plan = None
         return [(t[0], t[1]) for t in totals]
 
     def close(self) -> None:
