@@ -103,8 +103,10 @@ def _load_dataset(args, groups=None, grouping=None, features=None):
                             progress=not args.quiet)
 
 
-def _print_scores(title: str, table: dict, out=sys.stdout) -> None:
+def _print_scores(title: str, table: dict, out=None) -> None:
     from driple.metrics import METRICS
+
+    out = out or sys.stdout
 
     print(title, file=out)
     for metric in (*METRICS, "mean"):
