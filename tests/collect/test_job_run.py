@@ -59,7 +59,7 @@ def test_ddp_sends_one_model_per_iteration(ddp_job):
 def test_parameter_server_job_has_network(tmp_path, tiny_model):
     """1 server + 2 synchronous workers, started by torchrun (the launcher finds their pids)."""
     spec = JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3)
-    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=3, out_dir=tmp_path, timeout=120, launcher="torchrun")
+    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=2, out_dir=tmp_path, timeout=120, launcher="torchrun")
     row = result.row
     assert result.ok, row["reason"]
     _no_children_left()
@@ -89,9 +89,9 @@ def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of):
 
 def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of):
     spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "hang_at": 3}, warmup=2)
-    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=15)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=12)
     row = result.row
     assert row["status"] == "failed" and row["reason"].startswith("timeout"), row["reason"]
-    assert 15 <= row["duration_s"] < 35
+    assert 12 <= row["duration_s"] < 30
     assert pids_of(str(tmp_path)) == []
     _no_children_left()

@@ -101,7 +101,7 @@ def test_emulated_1g_job_is_rate_limited_and_leaves_nothing(tmp_path, tiny_model
     from driple.collect.series import read_raw
 
     spec = JobSpec(model=tiny_model, batch_size=32, knobs={"width": 1024}, warmup=3)
-    result = run_job(spec, "cpu-ddp-w2-1g", seconds=4, out_dir=tmp_path, timeout=120)
+    result = run_job(spec, "cpu-ddp-w2-1g", seconds=3, out_dir=tmp_path, timeout=120)
     row = result.row
     assert result.ok, row["reason"]
     assert leftovers() == {"netns": [], "links": []}
