@@ -115,6 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--dataset", default=".", help="dataset directory where a job id is looked up (default .)")
     plot.add_argument("--target", action="append", default=None,
                       help="rank to draw, e.g. worker0 or server0 (repeatable; default all workers)")
+    plot.add_argument("--span", type=float, default=1.0,
+                      help="seconds shown, from the middle of the measurement window (default 1; 0 = whole run)")
+    plot.add_argument("--start", type=float, default=None, help="first second shown (time since sampling started)")
     plot.set_defaults(func=cmd_plot)
 
     clean = cs.add_parser("cleanup", help="remove network namespaces/links left by a crashed run (root)",
@@ -211,7 +214,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from driple.collect.plot import plot_job
 
-    path = plot_job(args.run, args.out, dataset=args.dataset, targets=args.target)
+    path = plot_job(args.run, args.out, dataset=args.dataset, targets=args.target, span=args.span, start=args.start)
     print(f"wrote {path}")
     return 0
 
