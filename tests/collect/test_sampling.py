@@ -71,9 +71,18 @@ def test_bad_targets_and_config(tmp_path, sleeper):
 
 def test_pid_gone(tmp_path):
     p = spawn("pass")
+    assert wait_gone(p.pid)  # exited but not waited for: a zombie
+    with pytest.raises(DripleError, match="not running"):
+        SamplerProcess([Target("w", p.pid)], tmp_path / "x.npz").start()
     p.wait()
     with pytest.raises(DripleError, match="not running"):
         SamplerProcess([Target("w", p.pid)], tmp_path / "x.npz").start()
+
+
+def test_unwritable_output(tmp_path, sleeper):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DripleError, match="cannot create"):
+        SamplerProcess([Target("w", sleeper.pid)], tmp_path / "file" / "x.npz").start()
 
 
 def test_no_permission_is_a_plain_error(tmp_path):

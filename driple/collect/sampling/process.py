@@ -96,7 +96,12 @@ class SamplerProcess:
             from driple.collect.sampling import nvml
 
             nvml.shutdown(nvml.load())  # a clear error here rather than from the child
-        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DripleError(f"cannot create {self.out_path.parent} for the samples ({e.strerror})") from None
+        if not os.access(self.out_path.parent, os.W_OK):
+            raise DripleError(f"cannot write the samples to {self.out_path.parent}: permission denied")
         self._stderr = tempfile.TemporaryFile()
         config = {
             "targets": [t.to_dict() for t in self.targets],

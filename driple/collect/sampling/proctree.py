@@ -205,6 +205,8 @@ class ProcessTree:
                     self._end()
                     break
                 self._retire(m)
-        if root_pages == 0 and not is_running(self.pid):
-            self._end()  # the root is a zombie: its statm reads all zeros
+        if root_pages == 0:
+            # no memory at all: the root is exiting (its mm is gone) or a zombie; a live user
+            # process always has resident pages
+            self._end()
         return cpu, rss_pages * PAGE_SIZE

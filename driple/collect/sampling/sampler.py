@@ -16,7 +16,7 @@ from pathlib import Path
 
 from driple.collect.sampling import nvml as nvml_mod
 from driple.collect.sampling.netdev import InterfaceTotals, VethCounters
-from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree
+from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, cpu_clock_id, is_running
 from driple.collect.sampling.target import Target
 from driple.collect.sampling.tcpinfo import TcpAccounts, socket_inodes
 from driple.errors import DripleError
@@ -34,12 +34,12 @@ _DTYPES = {"q": "int64", "i": "int32", "d": "float64"}
 def check_target(target: Target, device: str, net_source: str) -> None:
     """Raise :class:`DripleError` if ``target`` cannot be sampled (gone, not ours, misconfigured)."""
     pid = target.pid
-    if not os.path.exists(f"/proc/{pid}"):
+    if not is_running(pid):  # gone, or a zombie nobody has waited for yet
         raise DripleError(f"target {target.name!r}: process {pid} is not running (did the job exit early?)")
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
             f.read()
-        time.clock_gettime_ns(((~pid) << 3) | 2)
+        time.clock_gettime_ns(cpu_clock_id(pid))
     except FileNotFoundError:
         raise DripleError(f"target {target.name!r}: process {pid} is not running") from None
     except PermissionError:
