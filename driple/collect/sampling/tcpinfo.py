@@ -1,9 +1,11 @@
-"""Per-socket TCP byte counters from the kernel, via netlink ``inet_diag``.
+"""Per-socket TCP byte counters from the kernel, via netlink ``inet_diag`` (NETLINK_SOCK_DIAG).
 
-One ``SOCK_DIAG_BY_FAMILY`` dump (AF_INET and AF_INET6, TCP) returns every socket of the
-sampler's network namespace with its ``struct tcp_info``; we keep ``bytes_acked`` (payload sent
-and acknowledged, bytes) and ``bytes_received`` (payload received, bytes), keyed by the socket's
-inode so that sockets can be matched to processes through ``/proc/<pid>/fd``.
+From each socket's ``struct tcp_info`` (the INET_DIAG_INFO attribute) we keep ``bytes_acked``
+(payload sent and acknowledged, bytes) and ``bytes_received`` (payload received, bytes).
+A ``SOCK_DIAG_BY_FAMILY`` dump lists every socket of the sampler's network namespace by inode,
+which matches sockets to processes through ``/proc/<pid>/fd``; but a dump walks the kernel's
+whole socket hash (~0.3 ms), so each sample instead looks the known sockets up by exact id
+(~10 us per socket). :class:`TcpAccounts` turns this into per-target cumulative counters.
 """
 from __future__ import annotations
 
