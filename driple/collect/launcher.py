@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -368,6 +369,7 @@ def _last_error(log: Path) -> str:
         lines = [l.strip() for l in log.read_text(errors="replace").splitlines() if l.strip()]
     except OSError:
         return "no output"
+    lines = [re.sub(r"^\[rank\d+\]:\s*", "", l) for l in lines]  # torch's per-rank prefix
     for line in reversed(lines):
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:

@@ -71,6 +71,8 @@ def test_failure_reason_prefers_the_root_cause(tmp_path):
     log = tmp_path / "w.log"
     log.write_text("Traceback (most recent call last):\n  File x\nRuntimeError: injected crash at 3\n")
     assert _last_error(log) == "RuntimeError: injected crash at 3"
+    log.write_text("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad\n[rank1]:  \n")
+    assert _last_error(log) == "ValueError: bad"
     assert _last_error(tmp_path / "none.log") == "no output"
     assert _is_peer_loss("worker0 exited with code 1: RuntimeError: Connection closed by peer")
     assert not _is_peer_loss("worker1 exited with code 1: RuntimeError: injected crash at 3")
