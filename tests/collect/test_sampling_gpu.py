@@ -1,7 +1,7 @@
 """GPU sampling against a fake ``pynvml`` (no GPU here): the real code path, faked driver.
 
 The fake's GPU follows a 400 ms cycle: 150 ms busy (utilization.gpu 90 %, utilization.memory
-60 %) and 250 ms idle (5 %, 10 %); the driver averages over 20 ms samples with wall-clock
+60 %) and 250 ms idle (5 %, 10 %); the driver averages over 17 ms samples with wall-clock
 timestamps in us and keeps the last 2 s, as NVML does (with longer sample periods).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ NVML_GPU_UTILIZATION_SAMPLES = 1
 NVML_MEMORY_UTILIZATION_SAMPLES = 2
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
 NVML_ERROR_NOT_FOUND = 6
-PERIOD_US = 20_000
+PERIOD_US = 17_000  # not a divisor of the cycle: the phase drifts, as on a real GPU
 CYCLE_US, BUSY_US = 400_000, 150_000
 LEVELS = {1: (90.0, 5.0), 2: (60.0, 10.0)}
 MEMORY_USED = 4_000_000_000
@@ -101,11 +101,10 @@ def _check_gpu_metrics(raw, name):
     rates = raw.rates(name)
     assert list(rates.columns) == ["compute", "memory", "tx", "rx"]
     m = label_rates(rates, 0.3, rates.index[-1] - 0.1)
-    print({k: round(v, 4) for k, v in m.items()})
-    assert m["compute_burst_amount"] == pytest.approx(90.0, rel=0.03)
+    assert m["compute_burst_amount"] == pytest.approx(90.0, rel=0.05)
     assert m["compute_burst_duration"] == pytest.approx(0.150, rel=0.10)
     assert m["compute_idle_duration"] == pytest.approx(0.250, rel=0.10)
-    assert m["memory_burst_amount"] == pytest.approx(60.0, rel=0.03)
+    assert m["memory_burst_amount"] == pytest.approx(60.0, rel=0.05)
     assert m["memory_burst_duration"] == pytest.approx(0.150, rel=0.10)
 
 
