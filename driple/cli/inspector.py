@@ -17,6 +17,9 @@ def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="collector dataset directory holding results.csv (e.g. datasets/cpu-ddp-w2-lo)")
     p.add_argument("--rebuild", action="store_true", help="rebuild every graph instead of using the cache")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: the inspector's small kernels gain little "
+                   "from more, and spinning threads slow everything down on a busy host)")
 
 
 def _training_args(p: argparse.ArgumentParser) -> None:
@@ -93,7 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load_dataset(args, groups=None, grouping=None, features=None):
+    import torch
+
     from driple.inspector.dataset import InspectorDataset
+
+    if args.threads < 1:
+        raise DripleError("--threads must be at least 1")
+    torch.set_num_threads(args.threads)
 
     if not osp.isdir(args.dataset):
         raise DripleError(f"{args.dataset} is not a directory; pass a collector dataset dir "

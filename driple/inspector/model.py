@@ -144,21 +144,39 @@ class Inspector(torch.nn.Module):
         if x.dim() != 2 or x.size(1) != self.in_channels:
             raise ValueError(f"expected x of shape [num_groups, {self.in_channels}], "
                              f"got {list(x.shape)}")
-        if batch is None:
-            batch = x.new_zeros(x.size(0), dtype=torch.long)
-        if batch_size is None:
-            batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 1
         adj_t = self.propagation_matrix(edge_index, edge_weight, x.size(0), x.dtype)
+        h = self.propagate(self.encode(x, adj_t), adj_t)
+        return self.readout(h, batch, batch_size)
 
-        h = F.relu(self.conv_first(x, adj_t))
-        for k in range(self.num_repeats):
+    def encode(self, x: Tensor, adj_t: Tensor) -> Tensor:
+        r"""Group embeddings before the first repetition, :math:`\mathbf{h}^{(0)}`."""
+        return F.relu(self.conv_first(x, adj_t))
+
+    def propagate(self, h: Tensor, adj_t: Tensor, start: int = 0,
+                  stop: Optional[int] = None) -> Tensor:
+        r"""Applies repetitions ``start <= k < stop`` (default: to the end) to
+        :math:`\mathbf{h}^{(\text{start})}`."""
+        stop = self.num_repeats if stop is None else stop
+        for k in range(start, stop):
             conv = self.conv_repeat
             if self.conv_repeat_tuned is not None and k >= self.tuned_from:
                 conv = self.conv_repeat_tuned
             h = self.gru(F.relu(conv(h, adj_t)), h)
+        return h
 
-        out = self.set2set(h, batch, dim_size=batch_size)
-        return self.mlp(out)
+    def readout(self, h: Tensor, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None) -> Tensor:
+        r"""Set2Set over the groups of each graph, then the MLP head."""
+        return self.mlp(self.pool(h, batch, batch_size))
+
+    def pool(self, h: Tensor, batch: Optional[Tensor] = None,
+             batch_size: Optional[int] = None) -> Tensor:
+        r"""Set2Set graph embeddings :math:`[B, 2 \cdot \text{hidden\_channels}]`."""
+        if batch is None:
+            batch = h.new_zeros(h.size(0), dtype=torch.long)
+        if batch_size is None:
+            batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 1
+        return self.set2set(h, batch, dim_size=batch_size)
 
     def __repr__(self) -> str:
         tuned = '' if self.tuned_from is None else f', tuned_from={self.tuned_from}'

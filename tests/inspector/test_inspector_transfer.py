@@ -59,3 +59,39 @@ def test_finetune_paper_scheme_trains_only_its_part(dataset):
     assert info["trainable_parameters"] == _count(tuned.model.mlp) + _count(tuned.model.conv_repeat)
     assert tuned.predict(dataset[0]).shape == (1, 12)
     assert np.isfinite(tuned.info["scores"]["test"]["mean"]["nrmse"])
+
+
+@pytest.mark.parametrize("scheme", ["paper", "mlp"])
+def test_cached_prefix_gives_the_same_outputs(scheme):
+    from inspector_helpers import tiny_graph
+    from torch_geometric.loader import DataLoader
+
+    from driple.inspector.transfer import cache_frozen
+
+    torch.manual_seed(0)
+    model = freeze_for_transfer(Inspector(3, hidden_channels=8, num_repeats=6), scheme).eval()
+    graphs = [tiny_graph(4 + i, seed=i) for i in range(5)]
+    for g in graphs:
+        g.y = torch.rand(1, 12)
+        del g.graph_attr, g.summary, g.feature_set, g.vocab_digest
+    tail, cached = cache_frozen(model, graphs, scheme)
+    full = next(iter(DataLoader(graphs, batch_size=5)))
+    part = next(iter(DataLoader(cached, batch_size=5)))
+    expected = model(full.x, full.edge_index, full.edge_weight, full.batch, 5)
+    got = tail(part.x, part.edge_index, part.edge_weight, part.batch, 5)
+    assert torch.allclose(expected, got, atol=1e-5)
+    assert torch.equal(part.y, full.y)
+    assert trainable_parameters(tail) == trainable_parameters(model)
+
+
+def test_finetune_with_and_without_cache_agree(dataset):
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import train_inspector
+
+    opts = TrainOptions(epochs=3, patience=3)
+    source = train_inspector(dataset, random_split(dataset), hidden_channels=8, num_repeats=4,
+                             options=opts, progress=False)
+    for scheme in ("paper", "mlp"):
+        a = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=True)
+        b = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=False)
+        assert np.allclose(a.predict(dataset[0]), b.predict(dataset[0]), rtol=1e-4, atol=1e-5)

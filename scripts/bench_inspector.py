@@ -1,0 +1,144 @@
+"""Time the inspector on this machine: training throughput and prediction latency.
+
+    python scripts/bench_inspector.py                      # 100-group graphs, K=50, 1 and 2 threads
+    python scripts/bench_inspector.py --threads 1 --groups 100 --repeats 50 --graphs 200
+    python scripts/bench_inspector.py --zoo resnet gpt_tiny  # real grouped graphs from the builder
+
+Graphs are synthetic unless ``--zoo`` is given: ``--groups`` nodes, each joined to ~3 others
+(about what fluid communities of a training step give), random raw features. Figures:
+
+- training: graphs per second of full epochs (Adam step per batch of ``--batch-size``), also for
+  the two fine-tuning schemes (paper: φr' + MLP trainable; mlp: MLP only), with the frozen
+  prefix recomputed every epoch or cached once (:func:`driple.inspector.transfer.cache_frozen`);
+- prediction: median latency of :meth:`Predictor.predict` for one graph (scaling included) and
+  per graph when ``--batch-size`` graphs are predicted in one call.
+
+Each figure is reported as wall time and as process CPU time (robust to other jobs sharing the
+host: what the run costs, not how long it waited).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from driple.inspector.model import Inspector
+from driple.inspector.predictor import Predictor
+from driple.inspector.scaling import FeatureScaler, TargetScaler
+from driple.inspector.train import TrainOptions, fit
+from driple.inspector.transfer import cache_frozen, freeze_for_transfer
+from driple.metrics import METRICS
+
+
+def synthetic_graph(groups: int, seed: int) -> Data:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.arange(groups).repeat(2)
+    dst = torch.randint(0, groups, (2 * groups,), generator=g)
+    keep = src != dst
+    edge_index, weight = to_undirected(torch.stack([src[keep], dst[keep]]),
+                                       torch.randint(1, 30, (int(keep.sum()),), generator=g).float(), groups)
+    x = torch.rand(groups, 3, generator=g) * torch.tensor([2.0, 50.0, 20.0])
+    return Data(x=x, edge_index=edge_index, edge_weight=weight, num_nodes=groups,
+                y=torch.rand(1, len(METRICS), generator=g), feature_set="driple", vocab_digest="bench")
+
+
+def zoo_graphs(names: list[str], groups: int, count: int) -> list[Data]:
+    from driple.graph.build import build_zoo_input
+
+    graphs = []
+    for i in range(count):
+        data = build_zoo_input(names[i % len(names)], groups=groups, strategy="cpu-ddp-w2-lo")
+        data.y = torch.rand(1, len(METRICS))
+        graphs.append(data)
+        if i + 1 >= len(names):  # same graph again: the builder is deterministic
+            graphs += [copy.copy(graphs[j % len(names)]) for j in range(i + 1, count)]
+            break
+    return graphs
+
+
+class Clock:
+    """Wall and process CPU seconds of a block."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs: int) -> None:
+    names = ["op_freq", "tensor_mb", "n_ops"]
+    torch.manual_seed(0)
+    predictor = Predictor(Inspector(3, hidden_channels=hidden, num_repeats=repeats),
+                          FeatureScaler(names).fit(graphs),
+                          TargetScaler().fit(torch.cat([g.y for g in graphs]).numpy()),
+                          {"feature_set": "driple", "vocab_digest": graphs[0].vocab_digest})
+    prepared = predictor.prepare(graphs)
+    options = TrainOptions(epochs=epochs, patience=epochs, batch_size=batch_size)
+    n = len(graphs) * epochs
+    for scheme, cache in (("scratch", False), ("paper", False), ("paper", True), ("mlp", False),
+                          ("mlp", True)):
+        model = copy.deepcopy(predictor.model)
+        if scheme != "scratch":
+            freeze_for_transfer(model, scheme)
+        with Clock() as c:
+            trained, data = model, prepared
+            if cache:  # the frozen prefix once per graph (included in the time)
+                trained, data = cache_frozen(model, prepared, scheme)
+            fit(trained, data, data[:batch_size], options, progress=False)
+        label = f"{scheme}{' cached' if cache else ''}"
+        print(f"  train {label:14s} {n / c.wall:7.1f} graphs/s wall  {n / c.cpu:7.1f} graphs/s cpu"
+              f"   ({c.wall / epochs:.2f} s per epoch of {len(graphs)} graphs)")
+
+    def latency(batch: list[Data], rounds: int) -> tuple[float, float]:
+        walls, cpus = [], []
+        predictor.predict(batch)  # warm-up
+        for _ in range(rounds):
+            with Clock() as c:
+                predictor.predict(batch, batch_size=len(batch))
+            walls.append(c.wall)
+            cpus.append(c.cpu)
+        return statistics.median(walls), statistics.median(cpus)
+
+    wall, cpu = latency(graphs[:1], 30)
+    print(f"  predict 1 graph       {1e3 * wall:7.1f} ms wall  {1e3 * cpu:7.1f} ms cpu")
+    wall, cpu = latency(graphs[:batch_size], 5)
+    print(f"  predict {batch_size} graphs      {1e3 * wall / batch_size:7.1f} ms/graph wall  "
+          f"{1e3 * cpu / batch_size:7.1f} ms/graph cpu  ({1e3 * wall:.0f} ms per call)")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=100, help="groups per graph (default 100)")
+    parser.add_argument("--repeats", type=int, default=50, help="repetitions K of φr (default 50)")
+    parser.add_argument("--hidden", type=int, default=64, help="hidden channels (default 64)")
+    parser.add_argument("--graphs", type=int, default=200, help="graphs per epoch (default 200)")
+    parser.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
+    parser.add_argument("--epochs", type=int, default=2, help="timed epochs per scheme (default 2)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="torch thread counts to try (default 1 2)")
+    parser.add_argument("--zoo", nargs="+", metavar="MODEL", help="use real graphs of these zoo models")
+    args = parser.parse_args(argv)
+
+    if args.zoo:
+        graphs = zoo_graphs(args.zoo, args.groups, args.graphs)
+    else:
+        graphs = [synthetic_graph(args.groups, seed) for seed in range(args.graphs)]
+    edges = np.mean([g.edge_index.size(1) / 2 for g in graphs])
+    print(f"{len(graphs)} graphs of {graphs[0].num_nodes} groups, {edges:.0f} undirected edges on "
+          f"average; K={args.repeats}, hidden={args.hidden}, batch {args.batch_size}")
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        print(f"torch threads: {threads}")
+        bench(graphs, args.repeats, args.hidden, args.batch_size, args.epochs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""Transfer an inspector to another setting with a fraction of its data (same as ``driple finetune``).
+
+    python scripts/finetune.py --from trained_models/S --dataset datasets/T --fraction 0.4
+    python scripts/finetune.py --from trained_models/S --dataset datasets/T --scheme mlp --out trained_models/T-ft
+
+Schemes: paper (second half of the repeated GCN layer + MLP), mlp (MLP only), scratch.
+"""
+import sys
+
+from driple.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["finetune", *sys.argv[1:]]))
