@@ -1,0 +1,104 @@
+"""How much target data and time transfer learning saves: fine-tuning vs training from scratch.
+
+    python scripts/transfer_study.py --from trained_models/cpu-ddp-w2-lo --dataset datasets/cpu-ddp-w2-1g
+    python scripts/transfer_study.py --from trained_models/S --dataset datasets/T \\
+        --fractions 0.1 0.2 0.4 0.6 0.8 1.0 --schemes paper mlp scratch --json study.json
+
+For each fraction of the target's training (and validation) jobs and each scheme (paper: second
+half of φr + MLP; mlp: MLP only; scratch: a fresh inspector) this fine-tunes on the same seeded
+split of the target dataset and prints the mean NRMSE / MAPE over the 12 metrics on the target's
+test jobs and the wall time of training. The summary names, per scheme, the least fraction
+whose NRMSE is within ``--tolerance`` of scratch on all the data, and the speed-up in time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from driple.inspector.dataset import InspectorDataset
+from driple.inspector.predictor import load_predictor
+from driple.inspector.splits import random_split
+from driple.inspector.train import TrainOptions
+from driple.inspector.transfer import SCHEMES, finetune
+
+
+def run_study(source, dataset, fractions, schemes, options, progress=True) -> list[dict]:
+    split = random_split(dataset, seed=options.seed)
+    rows = []
+    for fraction in fractions:
+        for scheme in schemes:
+            tuned = finetune(source, dataset, fraction=fraction, scheme=scheme, split=split,
+                             options=options, progress=progress)
+            t, mean = tuned.info["transfer"], tuned.info["scores"]["test"]["mean"]
+            rows.append({"fraction": fraction, "scheme": scheme, "n_train": t["n_train"],
+                         "nrmse": mean["nrmse"], "mape": mean["mape"], "seconds": t["seconds"],
+                         "epochs": tuned.info["history"]["epochs"],
+                         "trainable_parameters": t["trainable_parameters"]})
+            print(f"{fraction:8.0%} {scheme:8s} {t['n_train']:6d} {mean['nrmse']:8.3f} "
+                  f"{mean['mape']:8.1f} {t['seconds']:9.1f} {rows[-1]['epochs']:7d}", flush=True)
+    return rows
+
+
+def summarize(rows: list[dict], tolerance: float) -> list[str]:
+    full = [r for r in rows if r["scheme"] == "scratch" and r["fraction"] == max(x["fraction"] for x in rows)]
+    if not full:
+        return ["(no scratch run on all the data: no reference for the summary)"]
+    ref = full[0]
+    lines = [f"reference: scratch on {ref['fraction']:.0%} of the data, NRMSE {ref['nrmse']:.3f}, "
+             f"{ref['seconds']:.1f} s"]
+    for scheme in dict.fromkeys(r["scheme"] for r in rows):
+        good = sorted((r for r in rows if r["scheme"] == scheme
+                       and r["nrmse"] <= ref["nrmse"] * (1 + tolerance)), key=lambda r: r["fraction"])
+        if not good:
+            lines.append(f"{scheme:8s} never within {tolerance:.0%} of the reference NRMSE")
+            continue
+        r = good[0]
+        lines.append(f"{scheme:8s} reaches it with {r['fraction']:.0%} of the data "
+                     f"({ref['fraction'] / r['fraction']:.1f}x less) in {r['seconds']:.1f} s "
+                     f"({ref['seconds'] / max(r['seconds'], 1e-9):.1f}x less time)")
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--from", dest="source", required=True, help="source trained model directory")
+    parser.add_argument("--dataset", required=True, help="target collector dataset directory")
+    parser.add_argument("--fractions", type=float, nargs="+",
+                        default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    parser.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
+    parser.add_argument("--epochs", type=int, default=None, help="upper bound (default: source's)")
+    parser.add_argument("--patience", type=int, default=None, help="default: source's")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tolerance", type=float, default=0.05,
+                        help="'as good as' = NRMSE within this share of the reference (default 0.05)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    source = load_predictor(args.source)
+    builder = source.info.get("builder", {})
+    dataset = InspectorDataset(args.dataset, groups=builder.get("groups", 100),
+                               grouping=builder.get("grouping", "uniform"),
+                               features=builder.get("features", "driple"), progress=not args.quiet)
+    known = {k: v for k, v in source.info.get("training", {}).items()
+             if k in TrainOptions.__dataclass_fields__}
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
+    options = TrainOptions(**{**known, **overrides, "seed": args.seed})
+    print(f"transfer {source.setting} -> {dataset.setting}: {dataset}")
+    print(f"{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'MAPE%':>8s} {'train s':>9s} {'epochs':>7s}")
+    rows = run_study(source, dataset, sorted(args.fractions), args.schemes, options,
+                     progress=not args.quiet)
+    print("\n".join(summarize(rows, args.tolerance)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"source": source.setting, "target": dataset.setting, "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
