@@ -3,6 +3,8 @@
 Starts ``--targets`` idle worker-like processes, each holding ``--sockets`` loopback TCP
 connections (so the tcp_info path is exercised) and one child process, samples them for
 ``--seconds`` and reads the sampler process's CPU clock before and after. Target: <= 3 %.
+For scale it also measures the floor: a Python process that only wakes up at the same rate
+(select with a timeout) and does nothing else -- on a small VM that alone costs ~1 %.
 
     /work/venv/bin/python scripts/bench_sampler_overhead.py [--targets 3] [--seconds 10] [--json]
 """
@@ -40,6 +42,26 @@ finally:
     kid.kill()
     kid.wait()
 """
+
+
+IDLE_LOOP = r"""
+import os, select, sys, time
+period, seconds = float(sys.argv[1]), float(sys.argv[2])
+quiet, _keep = os.pipe()  # never readable, like the sampler's stdin
+c0, t0 = time.process_time(), time.monotonic()
+nxt = t0
+while time.monotonic() - t0 < seconds:
+    nxt += period
+    select.select([quiet], [], [], max(nxt - time.monotonic(), 0))
+print(100 * (time.process_time() - c0) / (time.monotonic() - t0))
+"""
+
+
+def wakeup_floor(period: float, seconds: float = 3.0) -> float:
+    """CPU % of one core that a Python process spends just waking up every ``period`` s."""
+    out = subprocess.run([sys.executable, "-c", IDLE_LOOP, str(period), str(seconds)],
+                         capture_output=True, text=True, timeout=60)
+    return round(float(out.stdout), 2)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -112,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
             c.close()
         srv.close()
     result["within_target"] = result["sampler_cpu_percent_of_one_core"] <= TARGET_PERCENT
+    result["idle_wakeup_floor_percent"] = wakeup_floor(args.period)
     if args.json:
         print(json.dumps(result))
     else:
