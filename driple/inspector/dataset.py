@@ -80,8 +80,12 @@ def _zoo_builder_id() -> str:
 
 
 def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
-    """The ``status == "ok"`` rows of a ``results.csv``, checked for the columns the inspector
-    needs; ``job_id`` as str."""
+    """The jobs of a ``results.csv`` whose last row is ``status == "ok"``, checked for the
+    columns the inspector needs; ``job_id`` as str.
+
+    A job run more than once (interrupted, retried) has several rows; as in
+    :meth:`driple.collect.results.ResultTable.read`, its last row counts.
+    """
     import pandas as pd
 
     if not osp.exists(path):
@@ -92,11 +96,8 @@ def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
     if missing:
         raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
                           "results.csv?")
-    frame = frame[frame["status"].astype(str) == "ok"].reset_index(drop=True)
-    if frame["job_id"].duplicated().any():
-        dup = frame["job_id"][frame["job_id"].duplicated()].iloc[0]
-        raise DripleError(f"{path}: job_id {dup!r} appears twice among the ok rows")
-    return frame
+    frame = frame.drop_duplicates("job_id", keep="last")
+    return frame[frame["status"].astype(str) == "ok"].reset_index(drop=True)
 
 
 class InspectorDataset(InMemoryDataset):

@@ -13,23 +13,26 @@ from driple.metrics import METRICS
 def test_dataset_from_results_csv(tmp_path):
     bad = ",".join(["j900", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
                    + ["" for _ in METRICS] + [""])
-    root = write_dataset(tmp_path / "S", n_configs=4, repeats=2, extra_rows=[bad])
+    # j001 ran again and failed: its last row counts
+    retried = ",".join(["j001", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
+                       + ["" for _ in METRICS] + [""])
+    root = write_dataset(tmp_path / "S", n_configs=4, repeats=2, extra_rows=[bad, retried])
     ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
-    assert len(ds) == 8  # the failed job is left out
-    assert ds.job_ids[:3] == ["j000", "j001", "j002"]
-    assert ds.families[:4] == ["alpha", "alpha", "beta", "beta"]
+    assert len(ds) == 7  # the failed jobs are left out
+    assert ds.job_ids[:3] == ["j000", "j002", "j003"]
+    assert ds.families[:4] == ["alpha", "beta", "beta", "gamma"]
     assert ds.feature_set == "driple" and ds.vocab_digest == "test-vocab"
     assert ds.setting == "cpu-ddp-w2-lo"
-    assert ds.targets.shape == (8, 12) and ds.graph_attrs.shape == (8, 6)
-    item = ds[2]
+    assert ds.targets.shape == (7, 12) and ds.graph_attrs.shape == (7, 6)
+    item = ds[1]
     config = {"model": "net1", "knobs": {"seed": 1}, "batch_size": 8, "optimizer": "sgd",
               "setting": "cpu-ddp-w2-lo"}
     expected = fake_builder(config)
     assert torch.equal(item.x, expected.x) and torch.equal(item.edge_index, expected.edge_index)
     assert torch.allclose(item.y, synthetic_targets(expected), rtol=1e-5)
-    assert ds.config_keys[2] == ds.config_keys[3]  # repeated measurements share one graph
+    assert ds.config_keys[1] == ds.config_keys[2]  # repeated measurements share one graph
     sub = ds[[1, 3]]
-    assert sub.job_ids == ["j001", "j003"] and sub.targets.shape == (2, 12)
+    assert sub.job_ids == ["j002", "j004"] and sub.targets.shape == (2, 12)
 
 
 def test_dataset_caches_graphs(tmp_path):
