@@ -3,13 +3,15 @@
     python scripts/bench_zoo_step_time.py                 # every family default
     python scripts/bench_zoo_step_time.py --presets       # + the small (non full-size) presets
     python scripts/bench_zoo_step_time.py --sweep 66      # + 66 sweep_configs() entries
-    python scripts/bench_zoo_step_time.py --sweep 110 --save t.json   # timings for a refit
-    python scripts/bench_zoo_step_time.py --fit t.json   # fit driple.zoo.sweep's coefficients
+    python scripts/bench_zoo_step_time.py --presets --sweep 132 --seed 2 --warmup 1 --repeats 3 \
+        --save driple/zoo/step_times.json               # the timings the estimate is fitted to
+    python scripts/bench_zoo_step_time.py --fit driple/zoo/step_times.json   # refit driple.zoo.sweep
     python scripts/bench_zoo_step_time.py resnet gpt_tiny --optimizer adam
 
 An iteration is ``out = model(x); loss_fn(out, y).backward(); opt.step(); opt.zero_grad()``.
-Columns: ``est`` is :func:`driple.zoo.estimate_step_seconds`; ``min`` and ``median`` are over
-``--repeats`` iterations after ``--warmup`` untimed ones (min is the one to trust on a busy host).
+Columns: ``est`` is :func:`driple.zoo.estimate_step_seconds`; ``cpu`` is the least process CPU
+time of ``--repeats`` iterations after ``--warmup`` untimed ones (with one thread, what a step
+takes on an idle core, and robust to other jobs on a shared host); ``wall`` is the median wall time.
 """
 from __future__ import annotations
 
@@ -30,29 +32,31 @@ from driple.zoo.sweep import _key, forward_cost
 
 
 def time_step(name: str, batch_size: int | None = None, optimizer: str = "sgd", warmup: int = 2,
-              repeats: int = 5, **knobs) -> tuple[list[float], int, int]:
-    """Seconds of each timed training iteration, the parameter count and the batch size."""
+              repeats: int = 5, **knobs) -> tuple[list[float], list[float], int, int]:
+    """CPU and wall seconds of each timed training iteration, the parameter count, the batch size."""
     w = build_workload(name, batch_size, **knobs)
     opt = make_optimizer(optimizer, w.model.parameters())
     inputs, targets = w.example_batch
-    times = []
+    cpu, wall = [], []
     for i in range(warmup + repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         loss = w.loss_fn(w.model(inputs), targets)
         loss.backward()
         opt.step()
         opt.zero_grad()
         if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return times, w.num_parameters, w.batch_size
+            cpu.append(time.process_time() - start_cpu)
+            wall.append(time.perf_counter() - start)
+    return cpu, wall, w.num_parameters, w.batch_size
 
 
 def fit(rows: list[dict]) -> None:
-    """Least-squares (relative error, non-negative) fit of the step-time model; prints it.
+    """Fit the step-time model of :mod:`driple.zoo.sweep` to timings and print its coefficients.
 
-    ``rows`` hold name, knobs, batch_size, optimizer and the measured seconds of one step.
+    ``rows`` hold name, knobs, batch_size, optimizer and the measured seconds of one step. The
+    fit minimises the squared log ratio estimate / measured over positive coefficients.
     """
-    from scipy.optimize import nnls
+    from scipy.optimize import least_squares, nnls
 
     fams = sorted({family_of(r["name"]).name for r in rows})
     cols = [f"flop:{f}" for f in fams] + [f"element:{f}" for f in fams] + ["op"] + [f"param:{o}" for o in OPTIMIZERS]
@@ -65,14 +69,21 @@ def fit(rows: list[dict]) -> None:
         a[i, cols.index("op")] = c.ops
         a[i, cols.index(f"param:{r['optimizer']}")] = c.params
     y = np.array([r["seconds"] for r in rows])
-    coef, _ = nnls(a / y[:, None], np.ones(len(rows)))
-    pred = a @ coef
+    scale = np.array([1e-10 if c.startswith("flop") else 1e-4 if c == "op" else 1e-9 for c in cols])
+    start, _ = nnls(a / y[:, None], np.ones(len(rows)))  # relative least squares, as a start
+
+    def log_ratio(z):
+        return np.log(a @ (np.exp(z) * scale)) - np.log(y)
+
+    z0 = np.log(np.clip(start / scale, 0.01, 100))
+    z = least_squares(log_ratio, z0, bounds=(np.log(1e-3), np.log(1e3))).x
+    coef = np.exp(z) * scale
     print("\nfitted coefficients (paste into driple/zoo/sweep.py):")
     for name, value in zip(cols, coef):
-        print(f"  {name:18s} {value:.3g}")
-    ratio = pred / y
-    print(f"estimate / measured: median {np.median(ratio):.2f}, 5-95% {np.percentile(ratio, 5):.2f}-"
-          f"{np.percentile(ratio, 95):.2f}, worst {ratio.min():.2f} / {ratio.max():.2f}")
+        print(f"  {name:20s} {value:.3g}")
+    ratio = np.exp(log_ratio(z))
+    print(f"estimate / measured over {len(rows)} steps: median {np.median(ratio):.2f}, 5-95% "
+          f"{np.percentile(ratio, 5):.2f}-{np.percentile(ratio, 95):.2f}, worst {ratio.min():.2f} / {ratio.max():.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,18 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         jobs += sweep_configs(seed=args.seed, n=args.sweep)
 
-    print(f"{'model':20s} {'knobs':44s} {'opt':5s} {'batch':>5s} {'params':>8s} {'est':>7s} {'min':>7s} "
-          f"{'median':>7s}  (ms)")
+    print(f"{'model':20s} {'knobs':44s} {'opt':5s} {'batch':>5s} {'params':>8s} {'est':>7s} {'cpu':>7s} "
+          f"{'wall':>7s}  (ms)")
     rows = []
     for job in jobs:
-        times, params, batch = time_step(job["name"], job["batch_size"], job["optimizer"], args.warmup,
+        cpu, wall, params, batch = time_step(job["name"], job["batch_size"], job["optimizer"], args.warmup,
                                          args.repeats, **job["knobs"])
         est = estimate_step_seconds(job["name"], batch, job["optimizer"], **job["knobs"])
         knobs = ",".join(f"{k}={v}" for k, v in job["knobs"].items()).replace(" ", "")
         print(f"{job['name']:20s} {knobs[:44]:44s} {job['optimizer']:5s} {batch:5d} {params / 1e6:7.2f}M "
-              f"{est * 1e3:7.1f} {min(times) * 1e3:7.1f} {statistics.median(times) * 1e3:7.1f}", flush=True)
+              f"{est * 1e3:7.1f} {min(cpu) * 1e3:7.1f} {statistics.median(wall) * 1e3:7.1f}", flush=True)
         rows.append(dict(name=job["name"], knobs=job["knobs"], batch_size=batch, optimizer=job["optimizer"],
-                         seconds=min(times), median_seconds=statistics.median(times)))
+                         seconds=min(cpu), wall_seconds=statistics.median(wall)))
     if args.save:
         Path(args.save).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

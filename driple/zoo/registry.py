@@ -28,7 +28,8 @@ class ModelSpec:
 
     ``knobs`` maps every knob of the entry to its default value. ``preset`` is True for the
     full-size published configurations (ImageNet 224x224 CNNs, BERT-base, GPT-2 small, ...),
-    whose step is well beyond the 2 s single-thread budget of the family defaults.
+    whose step at ``default_batch_size`` is beyond the 2 s single-thread budget that family
+    defaults and small named configurations (``resnet20_cifar``, ``gpt_tiny``) keep.
     """
 
     name: str

@@ -203,12 +203,11 @@ _BERT_SIZES = {  # name: layers, d_model, heads (Turc et al. 2019 miniatures; De
     "bert_base": (12, 768, 12), "bert_large": (24, 1024, 16),
 }
 for _name, (_layers, _d, _heads) in _BERT_SIZES.items():
-    _full = _name in ("bert_base", "bert_large")
+    _long = _name in ("bert_base", "bert_large")
     register_preset(_name, "bert", f"{_name.replace('_', '-').upper()} ({_layers} layers, {_d} wide), "
-                    f"masked-LM on {512 if _full else 128}-token sequences", full_size=_full,
-                    layers=_layers, d_model=_d, heads=_heads, ffn=4 * _d, seq_len=512 if _full else 128,
-                    max_positions=512,
-                    batch_size=8 if _full or _d >= 512 else 16)
+                    f"masked-LM on {512 if _long else 128}-token sequences", full_size=_d >= 512,
+                    layers=_layers, d_model=_d, heads=_heads, ffn=4 * _d, seq_len=512 if _long else 128,
+                    max_positions=512, batch_size={128: 16, 256: 8}.get(_d, 8))
 register_preset("bert_base_cls", "bert", "BERT-base fine-tuning for 2-class sequence classification, "
                 "128 tokens", full_size=True, layers=12, d_model=768, heads=12, ffn=3072, seq_len=128,
                 max_positions=512, head="cls", batch_size=8)

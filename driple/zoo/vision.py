@@ -374,11 +374,11 @@ def _build_densenet(c: dict) -> nn.Module:
 
 register_family(Family(
     name="densenet",
-    description="DenseNet-BC (Huang et al. 2017): concatenating dense blocks; default growth 12, "
-    "blocks 4-8-16-12 on 32x32 images",
+    description="DenseNet-BC (Huang et al. 2017): concatenating dense blocks; default the CIFAR "
+    "DenseNet-BC-40 (growth 12, three blocks of 6) on 32x32 images",
     knobs=(
         Knob("growth_rate", 12, "channels each dense layer adds", check=_in_range(2, 128)),
-        Knob("block_config", (4, 8, 16, 12), "dense layers per block, e.g. 6,12,24,16"),
+        Knob("block_config", (6, 6, 6), "dense layers per block, e.g. 6,12,24,16"),
         Knob("bn_size", 4, "bottleneck width, in multiples of growth_rate", check=_in_range(1, 8)),
         *[k for k in _image_knobs() if k.name != "width"],
     ),

@@ -197,8 +197,10 @@ def test_presets_match_reference_parameter_counts(name):
     assert sum(p.numel() for p in model.parameters()) == REFERENCE_PARAMS[name]
 
 
-def test_every_preset_builds_on_meta():
+def test_every_other_preset_builds_on_meta():
     for spec in list_models():
+        if spec.name in REFERENCE_PARAMS:
+            continue
         model = build_model(spec.family, resolve_config(spec.name), device="meta")
         assert sum(p.numel() for p in model.parameters()) > 0
 
