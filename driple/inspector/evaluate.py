@@ -1,7 +1,8 @@
 """Scoring an inspector next to baselines fitted on the same jobs in the same run.
 
 - ``random``: the checkpoint's own test jobs (the split recorded at training time, when the
-  dataset still holds them; otherwise the seeded random split) — inspector as trained.
+  dataset holds them; otherwise a seeded random split minus the jobs the inspector was
+  trained on, e.g. for another setting's dataset) — the inspector as trained.
 - ``family``: leave-one-model-family-out cross-validation — for every family a fresh
   inspector with the checkpoint's configuration and options is trained without it and scored
   on it; per-family tables and their mean.
@@ -55,14 +56,22 @@ def evaluate_split(predictor: Predictor, dataset, split: Split,
 
 
 def checkpoint_split(predictor: Predictor, dataset, seed: int = 0) -> Split:
-    """The random split recorded in the checkpoint if ``dataset`` holds all its test jobs,
-    else a fresh seeded random split."""
+    """The split recorded in the checkpoint (random or family) if ``dataset`` holds all its test
+    jobs; else a fresh seeded random split whose test part leaves out every job the inspector
+    was trained or validated on."""
     record = predictor.info.get("split") or {}
-    if record.get("kind") == "random" and record.get("test"):
+    if record.get("test"):
         split = Split.from_dict(record, dataset)
         if len(split.test) == len(record["test"]):
             return split
-    return random_split(dataset, seed=seed)
+    split = random_split(dataset, seed=seed)
+    seen = set(record.get("train", [])) | set(record.get("val", []))
+    ids = dataset.job_ids
+    split.test = [i for i in split.test if ids[i] not in seen]
+    if not split.test:
+        raise DripleError("every test job of the random split was used to train this inspector; "
+                          "evaluate on another dataset or retrain")
+    return split
 
 
 def _mean_tables(folds: list[dict]) -> dict:
@@ -149,12 +158,17 @@ def format_report(report: dict) -> str:
     sub = f"{'':28s}" + "".join(f"{'NRMSE':>9s}{'MAPE%':>8s}" for _ in models)
     lines = []
     n = report["folds"][0]
-    title = f"split: {report['split']}"
+    title = f"split: {n['split'] if report['split'] == 'random' else 'family'}"
+    if n.get("held_out"):
+        title += f" holding out {n['held_out']!r}"
     if report["split"] == "random":
         title += f"  (train {n['n_train']}, val {n['n_val']}, test {n['n_test']} jobs)"
     else:
         title += f"  ({len(report['folds'])} folds; mean over held-out families)"
-    lines += [f"setting: {report['setting']}   dataset: {report['dataset']}", title, head, sub]
+    where = f"setting: {report['setting']}   dataset: {report['dataset']}"
+    if report.get("checkpoint_setting") and report["checkpoint_setting"] != report["setting"]:
+        where += f"   (inspector trained on {report['checkpoint_setting']})"
+    lines += [where, title, head, sub]
     for metric in (*METRICS, "mean"):
         row = f"{metric:28s}"
         for m in models:

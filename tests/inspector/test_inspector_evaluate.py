@@ -55,3 +55,11 @@ def test_plot(tmp_path, dataset, trained):
     path = plot_predictions(report, str(tmp_path / "scatter.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_other_dataset_leaves_out_training_jobs(dataset, trained):
+    record = dict(trained.info["split"])
+    trained.info["split"] = {**record, "test": ["not-in-dataset"]}  # as if trained elsewhere
+    report = evaluate(trained, dataset, baselines=("mean",), progress=False)
+    tested = set(report["folds"][0]["test_job_ids"])
+    assert tested and not tested & (set(record["train"]) | set(record["val"]))
