@@ -8,8 +8,9 @@ and setting) with ``y`` ``[1, 12]`` the measured metrics in raw units (NaN where
 could not measure one).
 
 Building a graph traces a training step (about a second), so every graph is cached under
-``<dir>/processed/graphs/`` keyed by its configuration, the builder options and the op
-vocabulary; the collated dataset is cached too, keyed by the rows it holds.
+``<dir>/processed/graphs/`` keyed by its configuration, the builder options, the op vocabulary
+and the source of the builder and zoo; the collated dataset is cached too, keyed by the rows
+it holds.
 """
 from __future__ import annotations
 
@@ -74,9 +75,19 @@ def zoo_graph(config: dict, groups: int = 100, grouping: str = "uniform",
 
 
 def _zoo_builder_id() -> str:
+    """Op-vocabulary digest plus a hash of the builder's and the zoo's source: a change to
+    either makes cached graphs stale."""
+    from pathlib import Path
+
+    import driple.graph
+    import driple.zoo
     from driple.graph.features import default_vocabulary
 
-    return f"zoo-vocab-{default_vocabulary().digest}"
+    code = hashlib.sha256()
+    for package in (driple.graph, driple.zoo):
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+            code.update(path.name.encode() + path.read_bytes())
+    return f"zoo-vocab-{default_vocabulary().digest}-code-{code.hexdigest()[:12]}"
 
 
 def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
