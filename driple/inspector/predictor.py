@@ -7,7 +7,8 @@ and read back with ``weights_only=True``; the model's configuration travels in i
 never has to guess layer sizes.
 
     predictor = load_predictor("trained_models/cpu-ddp-w2-lo")
-    predictor.predict(build_zoo_input("resnet", strategy="cpu-ddp-w2-lo"))  # [1, 12] raw units
+    predictor.predict_zoo("resnet", depth=32, batch_size=64)   # {metric: value}, raw units
+    predictor.predict(graphs)        # [n, 12] for graphs made by driple.graph.build.build_input
 """
 from __future__ import annotations
 
@@ -124,6 +125,38 @@ class Predictor:
             graphs = [graphs]
         z = self.predict_scaled(self.prepare(graphs), batch_size)
         return self.target_scaler.inverse_transform(z)
+
+    def build_options(self) -> dict:
+        """Graph-builder options this inspector was trained with (groups, grouping, features)."""
+        b = self.info.get("builder") or {}
+        return {"groups": int(b.get("groups", 100)), "grouping": b.get("grouping", "uniform"),
+                "features": self.feature_set or b.get("features", "driple")}
+
+    def predict_model(self, model, example_batch, loss_fn=None, optimizer="sgd",
+                      strategy=None) -> dict:
+        """Predicted metrics ``{name: value}`` (raw units) of one training job of ``model`` in
+        this inspector's setting (or ``strategy``); the graph is built with the options the
+        inspector was trained with. Arguments as :func:`driple.graph.build.build_input`."""
+        from driple.graph.build import build_input
+
+        data = build_input(model, example_batch, loss_fn=loss_fn, optimizer=optimizer,
+                           strategy=strategy or self._setting_or_fail(), **self.build_options())
+        return dict(zip(METRICS, self.predict(data)[0].tolist()))
+
+    def predict_zoo(self, name: str, batch_size: Optional[int] = None, optimizer: str = "sgd",
+                    strategy=None, **knobs) -> dict:
+        """:meth:`predict_model` for a zoo model by name and knobs."""
+        from driple.graph.build import build_zoo_input
+
+        data = build_zoo_input(name, batch_size=batch_size, optimizer=optimizer,
+                               strategy=strategy or self._setting_or_fail(),
+                               **self.build_options(), **knobs)
+        return dict(zip(METRICS, self.predict(data)[0].tolist()))
+
+    def _setting_or_fail(self) -> str:
+        if not self.setting or "," in self.setting:
+            raise DripleError("this inspector records no single setting; pass strategy=<setting id>")
+        return self.setting
 
     def predict_frame(self, graphs, batch_size: int = 64):
         """:meth:`predict` as a pandas DataFrame with one column per metric."""

@@ -78,3 +78,18 @@ def test_feature_set_and_vocabulary_mismatch(tmp_path):
         loaded.predict(g)
     with pytest.raises(DripleError, match="feature set"):
         load_predictor(str(tmp_path / "m"), feature_set="rich")
+
+
+def test_predict_zoo_builds_with_the_checkpoint_options():
+    pytest.importorskip("driple.zoo")
+    from driple.graph.features import default_vocabulary
+    from driple.metrics import METRICS
+
+    predictor, _ = _predictor()
+    predictor.info.update(vocab_digest=default_vocabulary().digest,
+                          builder={"groups": 6, "grouping": "uniform", "features": "driple"})
+    out = predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+    assert list(out) == list(METRICS) and all(np.isfinite(v) for v in out.values())
+    predictor.info["setting"] = None
+    with pytest.raises(DripleError, match="strategy"):
+        predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
