@@ -102,6 +102,11 @@ def _make_optimizer(spec: Any, params: list[nn.Parameter]) -> torch.optim.Optimi
     return opt
 
 
+def _like(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor with ``t``'s shape, strides and dtype (fake under a FakeTensorMode)."""
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+
+
 def _split_batch(example_batch: Any) -> tuple[Any, Any]:
     if isinstance(example_batch, torch.Tensor):
         return example_batch, None
@@ -161,9 +166,10 @@ def trace_training_step(
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise DripleError("the model has no trainable parameters: there is no training step to trace")
-    params = {n: nn.Parameter(fake_mode.from_tensor(p.detach()), requires_grad=True) for n, p in named}
-    frozen = {n: fake_mode.from_tensor(p.detach()) for n, p in model.named_parameters() if not p.requires_grad}
-    buffers = {n: fake_mode.from_tensor(b) for n, b in model.named_buffers()}
+    with fake_mode:  # fresh fake tensors of the same layout: cheaper than from_tensor, no data read
+        params = {n: nn.Parameter(_like(p), requires_grad=True) for n, p in named}
+        frozen = {n: _like(p) for n, p in model.named_parameters() if not p.requires_grad}
+        buffers = {n: _like(b) for n, b in model.named_buffers()}
     plist = list(params.values())
     opt = _make_optimizer(optimizer, plist)
     fake_inputs = fake_mode.from_tensor(inputs) if isinstance(inputs, torch.Tensor) else inputs
