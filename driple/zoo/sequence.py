@@ -204,7 +204,7 @@ _BERT_SIZES = {  # name: layers, d_model, heads (Turc et al. 2019 miniatures; De
 }
 for _name, (_layers, _d, _heads) in _BERT_SIZES.items():
     _long = _name in ("bert_base", "bert_large")
-    register_preset(_name, "bert", f"{_name.replace('_', '-').upper()} ({_layers} layers, {_d} wide), "
+    register_preset(_name, "bert", f"BERT-{_name[5:].capitalize()} ({_layers} layers, {_d} wide), "
                     f"masked-LM on {512 if _long else 128}-token sequences", full_size=_d >= 512,
                     layers=_layers, d_model=_d, heads=_heads, ffn=4 * _d, seq_len=512 if _long else 128,
                     max_positions=512, batch_size={128: 16, 256: 8}.get(_d, 8))

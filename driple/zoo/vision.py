@@ -662,39 +662,40 @@ register_family(Family(
 
 
 # =========================================================================== presets
-_IMAGENET = dict(image_size=224, num_classes=1000)
+_IMAGENET = dict(image_size=224, num_classes=1000, variant="imagenet")  # stem fixed if image_size changes
+_CIFAR = dict(image_size=32, num_classes=10, variant="cifar")
 for _depth in (11, 13, 16, 19):
     register_preset(f"vgg{_depth}", "vgg", f"VGG-{_depth}, ImageNet 224x224 (torchvision vgg{_depth})",
                     full_size=True, depth=_depth, batch_norm=False, width=1.0, **_IMAGENET)
     register_preset(f"vgg{_depth}_bn", "vgg", f"VGG-{_depth} with BatchNorm, ImageNet 224x224",
                     full_size=True, depth=_depth, batch_norm=True, width=1.0, **_IMAGENET)
 register_preset("vgg16_cifar", "vgg", "VGG-16-BN for CIFAR-10 32x32 (one Linear head)",
-                depth=16, batch_norm=True, width=1.0, batch_size=16)
+                depth=16, batch_norm=True, width=1.0, batch_size=16, **_CIFAR)
 for _depth in RESNET_LAYOUTS:
     register_preset(f"resnet{_depth}", "resnet", f"ResNet-{_depth}, ImageNet 224x224", full_size=True,
                     depth=_depth, **_IMAGENET)
 register_preset("resnet18_cifar", "resnet", "ResNet-18 with a 3x3 stem for CIFAR-10 32x32 (11 M params)",
-                depth=18, batch_size=16)
+                depth=18, batch_size=16, **_CIFAR)
 for _depth in (20, 32, 44, 56, 110):
     register_preset(f"resnet{_depth}_cifar", "resnet", f"CIFAR ResNet-{_depth} (He et al. 2016, sec. 4.2)",
-                    depth=_depth, batch_size=32 if _depth <= 56 else 16)
+                    depth=_depth, batch_size=32 if _depth <= 56 else 16, **_CIFAR)
 for _name, _growth, _blocks in (("densenet121", 32, (6, 12, 24, 16)), ("densenet169", 32, (6, 12, 32, 32)),
                                 ("densenet201", 32, (6, 12, 48, 32)), ("densenet161", 48, (6, 12, 36, 24))):
     register_preset(_name, "densenet", f"DenseNet-{_name[8:]}, ImageNet 224x224", full_size=True,
                     growth_rate=_growth, block_config=_blocks, **_IMAGENET)
 register_preset("densenet_bc100_cifar", "densenet", "DenseNet-BC-100 (k=12) for CIFAR-10 32x32",
-                growth_rate=12, block_config=(16, 16, 16), batch_size=8)
+                growth_rate=12, block_config=(16, 16, 16), batch_size=8, **_CIFAR)
 register_preset("mobilenet_v2", "mobilenetv2", "MobileNetV2 1.0, ImageNet 224x224", full_size=True,
                 width=1.0, **_IMAGENET)
 register_preset("mobilenet_v2_cifar", "mobilenetv2", "MobileNetV2 1.0 for CIFAR-10 32x32", width=1.0,
-                batch_size=16)
+                batch_size=16, **_CIFAR)
 register_preset("googlenet_imagenet", "googlenet", "GoogLeNet, ImageNet 224x224 (no aux heads)", full_size=True,
                 width=1.0, **_IMAGENET)
 register_preset("googlenet_cifar", "googlenet", "GoogLeNet for CIFAR-10 32x32 (3x3 stem)", width=1.0,
-                batch_size=4)
+                batch_size=4, **_CIFAR)
 register_preset("alexnet_imagenet", "alexnet", "AlexNet, ImageNet 224x224 (61 M params)", full_size=True,
                 width=1.0, **_IMAGENET)
-register_preset("alexnet_cifar", "alexnet", "AlexNet at full width for CIFAR-10 32x32", width=1.0)
+register_preset("alexnet_cifar", "alexnet", "AlexNet at full width for CIFAR-10 32x32", width=1.0, **_CIFAR)
 register_preset("vit_b_16", "vit", "ViT-B/16, ImageNet 224x224", full_size=True, image_size=224,
                 patch_size=16, layers=12, d_model=768, heads=12, ffn=3072, num_classes=1000)
 register_preset("vit_tiny_cifar", "vit", "ViT-Tiny width (192, 3 heads, 12 layers), 4x4 patches on 32x32",

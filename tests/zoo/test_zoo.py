@@ -225,6 +225,19 @@ def test_family_default_traces_with_make_fx_fake(family):
     assert any("backward" in k for k in ops)  # the backward pass is in the graph
 
 
+@pytest.mark.parametrize("name,knobs", [
+    ("gpt_tiny", {"attention": "math", "layers": 1}),
+    ("bert", {"head": "cls", "attention": "math", "layers": 1, "vocab_size": 64}),
+    ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}),
+    ("vit", {"layers": 1, "attention": "math"}),
+])
+def test_knob_variants_trace(name, knobs):
+    w = build_workload(name, batch_size=2, **knobs)
+    opt = make_optimizer("sgd", w.model.parameters())
+    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    assert len(graph.graph.nodes) > 50
+
+
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_every_optimizer_traces(optimizer):
     w = build_workload("mlp", batch_size=2, hidden=16, layers=1)
@@ -324,10 +337,12 @@ def test_sweep_configs_seed_and_size():
 
 def test_shipped_cost_table_is_current():
     shipped = sweep_mod._shipped_costs()
-    grid = {sweep_mod._key(resolve_config(f, **k)): f for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
-    assert set(grid) <= set(shipped), "run driple.zoo.sweep.write_cost_table()"
-    for key in random.Random(0).sample(sorted(grid), 3):
-        assert sweep_mod._count_forward(grid[key], key) == shipped[key]
+    grid = {(f, sweep_mod._key(resolve_config(f, **k))) for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
+    assert grid <= set(shipped), "run driple.zoo.sweep.write_cost_table()"
+    for family, key in random.Random(0).sample(sorted(grid), 4):
+        cost = sweep_mod._count_forward(family, key)
+        assert cost == shipped[family, key]
+        assert cost.params == sum(p.numel() for p in build_model(family, json.loads(key), "meta").parameters())
 
 
 def test_estimate_grows_with_batch_and_model():
