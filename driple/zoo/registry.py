@@ -50,9 +50,9 @@ class Workload:
 
     name: str
     family: str
-    model: nn.Module
+    model: nn.Module = field(repr=False)
     config: dict
-    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = field(repr=False)
     task: "Task" = field(repr=False)
 
     @property
@@ -257,8 +257,10 @@ def _spec(name: str) -> ModelSpec:
 def _check_name(name: str) -> str:
     if isinstance(name, str) and (name in _FAMILIES or name in _PRESETS):
         return name
+    if not isinstance(name, str):
+        raise DripleError(f"a model name is a string like 'resnet50', got {name!r}. Run `driple zoo` to list them.")
     known = sorted(_FAMILIES) + sorted(_PRESETS)
-    key = str(name).lower().replace("-", "_")
+    key = name.lower().replace("-", "_")
     if key in _FAMILIES or key in _PRESETS:
         hint = f"Did you mean {key!r}?"
     else:

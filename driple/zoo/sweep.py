@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from driple.errors import DripleError
 from driple.zoo.optim import OPTIMIZERS
 from driple.zoo.registry import build_model, families, family_of, resolve_config
 
@@ -61,6 +62,9 @@ class ForwardCost:
 
 def estimate_step_seconds(name: str, batch_size: int | None = None, optimizer: str = "sgd", **knobs) -> float:
     """Estimated seconds of one training iteration on one CPU thread of this machine class."""
+    optimizer = str(optimizer).lower()
+    if optimizer not in OPTIMIZERS:
+        raise DripleError(f"unknown optimizer {optimizer!r}; use one of {', '.join(OPTIMIZERS)}")
     config = resolve_config(name, batch_size, **knobs)
     family = family_of(name).name
     return _seconds(family, forward_cost(family, _key(config)), config["batch_size"], optimizer)
@@ -73,7 +77,8 @@ def sweep_configs(seed: int = 0, n: int | None = None) -> list[dict]:
     estimated single-thread step time lies in :data:`BUDGET_SECONDS`. ``n`` (default
     :data:`DEFAULT_SWEEP_SIZE`) entries are drawn with ``seed``, in equal shares per family and
     round-robin over each family's model sizes, so any prefix of the list is balanced too.
-    ``name`` is the family; ``knobs`` hold only the values that differ from its defaults.
+    ``name`` is the family; ``knobs`` hold the grid's knob values (plain JSON/YAML types), the
+    other knobs keep the family defaults; ``est_seconds`` is :func:`estimate_step_seconds`.
     """
     n = DEFAULT_SWEEP_SIZE if n is None else int(n)
     rng = random.Random(seed)
