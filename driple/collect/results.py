@@ -183,6 +183,7 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
         "tx_bytes_per_iter": float("nan"),
         "rx_bytes_per_iter": float("nan"),
         "param_bytes": first.get("param_bytes"),
+        "host_other_cpu_pct": float("nan"),
         "status": run.status,
         "reason": run.reason,
         "started": started.isoformat(timespec="seconds"),
@@ -225,7 +226,7 @@ def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
     import numpy as np
 
     from driple.collect.labeller import label_rates
-    from driple.collect.series import read_raw
+    from driple.collect.series import host_busy_cores, read_raw
 
     warm = run.spec.warmup
     windows = {}
@@ -239,12 +240,16 @@ def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
         raise ValueError("the sampler saved no series")
     series = read_raw(run.raw_path)
     per_rank = {}
+    job_cores = 0.0  # CPUs the job's ranks used over the union window
     for name in run.names:
         w = windows.get(name, union)
         df = series.rates(name)
         t0, t1 = series_time(series, w[0]), series_time(series, w[1])
         labels = {k: _num(v) for k, v in label_rates(df, t0=t0, t1=t1).items()}
         sent, received = window_bytes(df, t0, t1)
+        u0, u1 = series_time(series, union[0]), series_time(series, union[1])
+        job_cores += float(df["compute"][(df.index > u0) & (df.index <= u1)].mean()) / 100.0 * \
+            next((t.cores for t in run.targets if t.name == name), 1.0)
         entry = {"window_ns": list(w), "window_s": [t0, t1], "labels": labels,
                  "tx_bytes": sent, "rx_bytes": received}
         if name in iters:
@@ -278,6 +283,11 @@ def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
         row["samples_per_s"] = float(sum(float(bs) / w["iter_time_mean_s"] for w in workers))
     row["tx_bytes_per_iter"] = float(np.mean([w["tx_bytes_per_iter"] for w in workers]))
     row["rx_bytes_per_iter"] = float(np.mean([w["rx_bytes_per_iter"] for w in workers]))
+    # How much of the host other processes (and the sampler) used meanwhile: rows measured on a
+    # contended host can be told apart and filtered.
+    busy = host_busy_cores(series, series_time(series, union[0]), series_time(series, union[1]))
+    if busy is not None:
+        row["host_other_cpu_pct"] = max(0.0, busy - job_cores) / (os.cpu_count() or 1) * 100.0
 
 
 def _num(v):

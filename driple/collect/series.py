@@ -15,6 +15,7 @@ covers (t[i-1], t[i]]. A target that exited mid-run simply has fewer rows.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +135,23 @@ class RawSeries:
             for d in ("rx", "tx"):
                 cols[f"{name}_{d}"] = np.diff(self.arrays[f"iface/{d}_bytes"][i]) / dt_ns * 1e3
         return pd.DataFrame(cols, index=pd.Index((t_ns[1:] - self.start_ns) / 1e9, name="t"))
+
+
+def host_busy_cores(series: RawSeries, t0: float, t1: float) -> float | None:
+    """Mean number of host CPUs busy (all processes) between ``t0`` and ``t1`` (s since start).
+
+    From /proc/stat jiffies read at 10 Hz; ``None`` for files written before this was recorded.
+    """
+    busy = series.arrays.get("host/busy_jiffies")
+    total = series.arrays.get("host/total_jiffies")
+    if busy is None or len(busy) < 2:
+        return None
+    t = (series.arrays["iface/t_ns"] - series.start_ns) / 1e9
+    i0 = int(np.clip(np.searchsorted(t, t0), 0, len(t) - 2))
+    i1 = int(np.clip(np.searchsorted(t, t1), i0 + 1, len(t) - 1))
+    cpus = os.cpu_count() or 1
+    d_total = float(total[i1] - total[i0])
+    return float(busy[i1] - busy[i0]) / d_total * cpus if d_total > 0 else None
 
 
 def read_raw(path: str | Path) -> RawSeries:

@@ -86,6 +86,15 @@ def check_config(targets: list[Target], period_s: float, device: str, net_mode: 
         raise DripleError(f"unknown net_mode {net_mode!r}; use one of {', '.join(NET_MODES)}")
 
 
+
+def host_cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole host since boot, from the first line of /proc/stat."""
+    with open("/proc/stat", "rb") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already inside user/nice
+    return total - idle, total
+
 class _Track:
     """Counters collected for one target."""
 
@@ -132,6 +141,7 @@ class Sampler:
         self.ifaces = InterfaceTotals()
         self.iface_t = array("q")
         self.iface_cols = [(array("q"), array("q")) for _ in self.ifaces.names]
+        self.host_busy, self.host_total = array("q"), array("q")  # /proc/stat jiffies, all CPUs
         self.n_samples = 0
         self.n_late = 0  # samples taken more than one period late (CPU contention)
         self.n_retried = 0  # reads repeated because they were interrupted
@@ -220,10 +230,14 @@ class Sampler:
         self.n_samples += 1
 
     def read_interfaces(self) -> None:
+        """Interface byte totals and host CPU jiffies: cross-checks, and how busy the host was."""
         self.iface_t.append(time.monotonic_ns())
         for (rx_col, tx_col), (rx, tx) in zip(self.iface_cols, self.ifaces.read()):
             rx_col.append(rx)
             tx_col.append(tx)
+        busy, total = host_cpu_jiffies()
+        self.host_busy.append(busy)
+        self.host_total.append(total)
 
     def tick(self) -> None:
         """One sample plus whatever periodic work is due."""
@@ -306,6 +320,8 @@ class Sampler:
             arrays[f"gpu{i}/{k}_util"] = np.array(vals, dtype=np.float64)
         arrays["sample/span_ns"] = np.array(self.spans, dtype=np.int64)
         arrays["iface/t_ns"] = np.array(self.iface_t, dtype=np.int64)
+        arrays["host/busy_jiffies"] = np.array(self.host_busy, dtype=np.int64)
+        arrays["host/total_jiffies"] = np.array(self.host_total, dtype=np.int64)
         n = len(self.iface_t)
         for j, name in enumerate(("rx_bytes", "tx_bytes")):  # shape (interfaces, samples)
             arrays[f"iface/{name}"] = np.array(
