@@ -31,19 +31,9 @@ from driple.collect.workers.common import (
     sync,
     write_info,
 )
+from driple.graph.comm import ps_shards  # the input builder's placement, so graph and job agree
 
 _SERVER = None  # this process's shard when it is a server
-
-
-def shard_of(sizes: list[int], servers: int) -> list[int]:
-    """Server index of each parameter: largest first onto the least-loaded server."""
-    load = [0] * servers
-    owner = [0] * len(sizes)
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        s = min(range(servers), key=lambda s: load[s])
-        owner[i] = s
-        load[s] += sizes[i]
-    return owner
 
 
 class ShardServer:
@@ -137,7 +127,7 @@ def main(argv=None) -> int:
     torch.manual_seed(spec["seed"])  # same initial weights on every rank
     workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
     params = [p for p in workload.model.parameters() if p.requires_grad]
-    owner = shard_of([p.numel() for p in params], servers)
+    owner = ps_shards([p.numel() * p.element_size() for p in params], servers)  # as the graph
 
     if is_server:
         mine = [p.detach().clone().requires_grad_(True) for p, o in zip(params, owner) if o == rank]
