@@ -91,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--seconds", type=float, default=None, help="measurement per job, s (default: the grid's, else 10)")
     sweep.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
     sweep.add_argument("--retry-failed", action="store_true", help="also re-run jobs that crashed or hung before")
+    sweep.add_argument("--retry-contended", type=float, metavar="PCT",
+                       help="also re-run ok jobs measured while other processes used more than PCT %% "
+                            "of the host CPU (column host_other_cpu_pct)")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
     sweep.set_defaults(func=cmd_sweep)
@@ -192,7 +195,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
-                           retry_failed=args.retry_failed, progress=not args.no_progress,
+                           retry_failed=args.retry_failed,
+                           retry_contended=args.retry_contended, progress=not args.no_progress,
                            launcher=args.launcher)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "

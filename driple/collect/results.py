@@ -39,7 +39,7 @@ BASE_COLUMNS = (
     "job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "lr", "seed", "seconds",
     *METRICS,
     "iter_time_mean_s", "iter_time_std_s", "iterations", "samples_per_s",
-    "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes",
+    "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct",
     "status", "reason", "started", "duration_s", "raw_path",
 )
 INTERRUPTED = "interrupted"  # reasons starting with this word mark jobs a sweep runs again
@@ -104,15 +104,29 @@ class ResultTable:
             df = df.drop_duplicates("job_id", keep="last").reset_index(drop=True)
         return df
 
-    def done_ids(self, retry_failed: bool = False) -> set[str]:
-        """Jobs a sweep skips: the last row is ``ok``, or failed for a reason other than Ctrl-C."""
+    def done_ids(self, retry_failed: bool = False, max_contention: float | None = None) -> set[str]:
+        """Jobs a sweep skips: the last row is ``ok``, or failed for a reason other than Ctrl-C.
+
+        With ``max_contention`` (% of host CPU), an ``ok`` row whose ``host_other_cpu_pct``
+        exceeds it is not done: it was measured while other processes loaded the host.
+        """
         done = set()
         _, rows = self._rows()
         last = {r["job_id"]: r for r in rows}
         for jid, r in last.items():
-            if r["status"] == "ok" or (r["status"] == "failed" and not retry_failed and not is_interrupted(r["reason"])):
+            if r["status"] == "ok":
+                if max_contention is None or not _contended(r.get("host_other_cpu_pct"), max_contention):
+                    done.add(jid)
+            elif r["status"] == "failed" and not retry_failed and not is_interrupted(r["reason"]):
                 done.add(jid)
         return done
+
+
+def _contended(value, limit: float) -> bool:
+    try:
+        return float(value) > limit
+    except (TypeError, ValueError):
+        return False  # rows from before the measure existed: nothing to judge by
 
 
 def _cell(v):

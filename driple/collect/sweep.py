@@ -121,6 +121,7 @@ def run_sweep(
     seconds: float | None = None,
     timeout: float | None = None,
     retry_failed: bool = False,
+    retry_contended: float | None = None,
     progress: bool = True,
     launcher: str = "env",
     period_s: float = 0.01,
@@ -129,6 +130,7 @@ def run_sweep(
 
     Counts: ``total`` jobs in the grid, ``skipped`` (done before), ``ok``, ``failed``. Ctrl-C
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
+    ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more.
     """
     from driple.collect.launcher import run_job
     from driple.collect.provenance import record
@@ -149,7 +151,7 @@ def run_sweep(
     record(out_dir, setting=setting.id, seconds=seconds, jobs=len(grid["jobs"]))
 
     table = ResultTable(out_dir)
-    done = table.done_ids(retry_failed=retry_failed)
+    done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended)
     jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
     pending = [(s, j) for s, j in jobs if j not in done]
     counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}

@@ -75,3 +75,12 @@ def test_window_bytes_integrates_rates():
     assert sent == pytest.approx(5e7, rel=1e-6) and received == pytest.approx(2.5e7, rel=1e-6)
     sent, _ = window_bytes(df, 0.0, 10.0)  # the first row covers one period before its timestamp
     assert sent == pytest.approx(1e8, rel=1e-6)
+
+
+def test_contended_rows_can_be_rerun(tmp_path):
+    table = ResultTable(tmp_path)
+    table.append(_row("quiet", host_other_cpu_pct=3.0))
+    table.append(_row("busy", host_other_cpu_pct=41.0))
+    table.append(_row("old"))  # written before the measure existed
+    assert table.done_ids() == {"quiet", "busy", "old"}
+    assert table.done_ids(max_contention=10.0) == {"quiet", "old"}
