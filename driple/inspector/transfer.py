@@ -106,7 +106,7 @@ def cache_frozen(model: Inspector, prepared: list, scheme: str) -> tuple[Trainab
     return TrainableTail(model, start), cached
 
 
-def subsample(split: Split, dataset, fraction: float, seed: int = 0) -> Split:
+def subsample(split: Split, fraction: float, seed: int = 0) -> Split:
     """Keep ``fraction`` of the training and validation jobs (at least one each); test stays."""
     if not 0 < fraction <= 1:
         raise DripleError(f"fraction must be in (0, 1] (got {fraction})")
@@ -136,8 +136,9 @@ def finetune(
 
     ``split`` defaults to the seeded random split of ``dataset``; ``options`` to the source's
     training options; ``cache`` runs the frozen prefix once per graph (see
-    :func:`cache_frozen`) instead of every epoch. The result records ``transfer`` (source setting, scheme, fraction,
-    trainable parameters, seconds) and its scores on the target's test jobs.
+    :func:`cache_frozen`) instead of every epoch. The result records ``transfer`` (source
+    setting, scheme, fraction, trainable parameters, seconds) and its scores on the target's
+    test jobs.
     """
     source.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
     if options is None:
@@ -145,7 +146,7 @@ def finetune(
                  if k in TrainOptions.__dataclass_fields__}
         options = TrainOptions(**known)
     split = split or random_split(dataset, seed=options.seed)
-    part = subsample(split, dataset, fraction, seed=options.seed)
+    part = subsample(split, fraction, seed=options.seed)
     train = [dataset[i] for i in part.train]
     val = [dataset[i] for i in part.val]
 
