@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from driple.cli.options import parse_knobs
 from driple.errors import DripleError
 
 _RUN_HELP = """\
@@ -29,22 +30,6 @@ failed ("interrupted ...") and its processes and namespaces are removed. Run the
 again to continue: finished jobs (ok, or failed by a crash/timeout) are skipped, interrupted
 ones are run again (--retry-failed also re-runs crashed and hung ones).
 """
-
-
-def _parse_knobs(pairs: list[str] | None) -> dict:
-    """``["depth=50", "dropout=0.1"]`` -> ``{"depth": 50, "dropout": 0.1}`` (YAML scalars)."""
-    import yaml
-
-    knobs = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise DripleError(f"cannot read --set {pair!r}; write knob=value, e.g. --set depth=50")
-        try:
-            knobs[key.strip()] = yaml.safe_load(value.strip())
-        except yaml.YAMLError:
-            knobs[key.strip()] = value.strip()
-    return knobs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     setting = parse_setting(args.setting)
     spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
-                   knobs=_parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
+                   knobs=parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
                    iterations=args.iterations)
     from driple.collect.workload import check_models
 

@@ -5,18 +5,7 @@ import argparse
 import json
 import sys
 
-from driple.errors import DripleError
-
-
-def parse_knobs(pairs: list[str] | None) -> dict[str, str]:
-    """``["depth=50", "width=2"]`` → ``{"depth": "50", "width": "2"}`` (the zoo converts types)."""
-    knobs = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise DripleError(f"cannot read --set {pair!r}; write knob=value, e.g. --set depth=50")
-        knobs[key.strip()] = value.strip()
-    return knobs
+from driple.cli.options import parse_knobs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

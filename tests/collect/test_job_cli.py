@@ -7,16 +7,16 @@ import pytest
 
 import driple.collect.launcher as launcher
 from driple.cli import main
-from driple.cli.collect import _parse_knobs
+from driple.cli.options import parse_knobs
 from driple.collect.results import load_results
 from driple.metrics import METRICS, unit
 
 
 def test_knobs_are_yaml_scalars():
-    assert _parse_knobs(["depth=50", "width=0.5", "bn=true", "name=abc"]) == {
+    assert parse_knobs(["depth=50", "width=0.5", "bn=true", "name=abc"]) == {
         "depth": 50, "width": 0.5, "bn": True, "name": "abc"}
     with pytest.raises(Exception, match="knob=value"):
-        _parse_knobs(["depth"])
+        parse_knobs(["depth"])
 
 
 def test_help_explains(capsys):
