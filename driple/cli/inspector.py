@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--repeats", type=int, default=None,
                        help="repetitions K of the shared GCN layer (default groups/2)")
     train.add_argument("--dropout", type=float, default=0.0, help="dropout in the MLP head (default 0)")
+    train.add_argument("--graph-attr", action="store_true",
+                       help="also feed graph-level attributes (params, GFLOPs, activation MB, comm "
+                       "MB, batch size, ops; log-scaled) to the MLP head (not in the paper)")
     _training_args(train)
     train.set_defaults(func=run_train)
 
@@ -138,7 +141,8 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, test {len(split.test)} jobs",
           file=sys.stderr)
     predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=repeats,
-                                dropout=args.dropout, options=options, progress=not args.quiet)
+                                dropout=args.dropout, graph_attr=args.graph_attr, options=options,
+                                progress=not args.quiet)
     path = predictor.save(args.out)
     scores_path = osp.join(osp.dirname(path), "scores.json")
     with open(scores_path, "w") as f:

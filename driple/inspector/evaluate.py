@@ -125,7 +125,8 @@ def evaluate(
         fold_model = train_inspector(
             dataset, fold_split, hidden_channels=config["hidden_channels"],
             num_repeats=config["num_repeats"], set2set_steps=config["set2set_steps"],
-            dropout=config["dropout"], options=options, progress=progress)
+            dropout=config["dropout"], graph_attr=bool(config.get("graph_channels")),
+            options=options, progress=progress)
         folds.append(evaluate_split(fold_model, dataset, fold_split, baselines, seed))
     report.update(scores=_mean_tables(folds), folds=folds)
     return report

@@ -48,6 +48,9 @@ class Inspector(torch.nn.Module):
             (default: :obj:`0.0`)
         tuned_from (int, optional): If set, repetitions from this index on use the separate
             layer :math:`\phi_r'`. (default: :obj:`None`)
+        graph_channels (int, optional): Number of graph-level inputs (scaled
+            ``graph_attr``) concatenated to the Set2Set output before the MLP; :obj:`0` is the
+            paper's model. (default: :obj:`0`)
     """
     def __init__(
         self,
@@ -58,6 +61,7 @@ class Inspector(torch.nn.Module):
         set2set_steps: int = 3,
         dropout: float = 0.0,
         tuned_from: Optional[int] = None,
+        graph_channels: int = 0,
     ):
         super().__init__()
         if in_channels < 1 or hidden_channels < 1 or out_channels < 1:
@@ -70,6 +74,7 @@ class Inspector(torch.nn.Module):
         self.num_repeats = num_repeats
         self.set2set_steps = set2set_steps
         self.dropout = dropout
+        self.graph_channels = graph_channels
 
         self.conv_first = GCNConv(in_channels, hidden_channels, normalize=False)  # φf
         self.conv_repeat = GCNConv(hidden_channels, hidden_channels, normalize=False)  # φr
@@ -77,8 +82,8 @@ class Inspector(torch.nn.Module):
         self.tuned_from: Optional[int] = None
         self.gru = torch.nn.GRUCell(hidden_channels, hidden_channels)
         self.set2set = Set2Set(hidden_channels, processing_steps=set2set_steps)
-        self.mlp = MLP([2 * hidden_channels, hidden_channels, hidden_channels, out_channels],
-                       dropout=dropout, norm=None)
+        self.mlp = MLP([2 * hidden_channels + graph_channels, hidden_channels, hidden_channels,
+                        out_channels], dropout=dropout, norm=None)
         self.reset_parameters()
         if tuned_from is not None:
             self.split_repeats(tuned_from)
@@ -108,7 +113,7 @@ class Inspector(torch.nn.Module):
         return dict(in_channels=self.in_channels, hidden_channels=self.hidden_channels,
                     out_channels=self.out_channels, num_repeats=self.num_repeats,
                     set2set_steps=self.set2set_steps, dropout=self.dropout,
-                    tuned_from=self.tuned_from)
+                    tuned_from=self.tuned_from, graph_channels=self.graph_channels)
 
     @staticmethod
     def propagation_matrix(edge_index: Tensor, edge_weight: Optional[Tensor],
@@ -129,6 +134,7 @@ class Inspector(torch.nn.Module):
         edge_weight: Optional[Tensor] = None,
         batch: Optional[Tensor] = None,
         batch_size: Optional[int] = None,
+        graph_attr: Optional[Tensor] = None,
     ) -> Tensor:
         r"""
         Args:
@@ -137,6 +143,8 @@ class Inspector(torch.nn.Module):
             edge_weight (torch.Tensor, optional): Scaled edge weights :math:`[E]`.
             batch (torch.Tensor, optional): Graph index of every group :math:`[N]`.
             batch_size (int, optional): Number of graphs :math:`B`.
+            graph_attr (torch.Tensor, optional): Scaled graph-level inputs
+                :math:`[B, \text{graph\_channels}]` (only with ``graph_channels > 0``).
 
         Returns:
             Scaled predictions :math:`[B, \text{out\_channels}]`.
@@ -146,7 +154,7 @@ class Inspector(torch.nn.Module):
                              f"got {list(x.shape)}")
         adj_t = self.propagation_matrix(edge_index, edge_weight, x.size(0), x.dtype)
         h = self.propagate(self.encode(x, adj_t), adj_t)
-        return self.readout(h, batch, batch_size)
+        return self.readout(h, batch, batch_size, graph_attr)
 
     def encode(self, x: Tensor, adj_t: Tensor) -> Tensor:
         r"""Group embeddings before the first repetition, :math:`\mathbf{h}^{(0)}`."""
@@ -165,9 +173,20 @@ class Inspector(torch.nn.Module):
         return h
 
     def readout(self, h: Tensor, batch: Optional[Tensor] = None,
-                batch_size: Optional[int] = None) -> Tensor:
+                batch_size: Optional[int] = None, graph_attr: Optional[Tensor] = None) -> Tensor:
         r"""Set2Set over the groups of each graph, then the MLP head."""
-        return self.mlp(self.pool(h, batch, batch_size))
+        return self.head(self.pool(h, batch, batch_size), graph_attr)
+
+    def head(self, z: Tensor, graph_attr: Optional[Tensor] = None) -> Tensor:
+        r"""The MLP on graph embeddings :math:`[B, 2 \cdot \text{hidden\_channels}]` (and the
+        graph-level inputs when ``graph_channels > 0``)."""
+        if self.graph_channels:
+            if graph_attr is None or graph_attr.shape != (z.size(0), self.graph_channels):
+                got = None if graph_attr is None else list(graph_attr.shape)
+                raise ValueError(f"expected graph_attr of shape [{z.size(0)}, "
+                                 f"{self.graph_channels}], got {got}")
+            z = torch.cat([z, graph_attr.to(z.dtype)], dim=-1)
+        return self.mlp(z)
 
     def pool(self, h: Tensor, batch: Optional[Tensor] = None,
              batch_size: Optional[int] = None) -> Tensor:
@@ -180,6 +199,13 @@ class Inspector(torch.nn.Module):
 
     def __repr__(self) -> str:
         tuned = '' if self.tuned_from is None else f', tuned_from={self.tuned_from}'
+        graph = f', graph_channels={self.graph_channels}' if self.graph_channels else ''
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'hidden_channels={self.hidden_channels}, num_repeats={self.num_repeats}'
-                f'{tuned})')
+                f'{tuned}{graph})')
+
+
+def run_batch(model: torch.nn.Module, batch) -> Tensor:
+    r"""``model`` applied to a PyG mini-batch (passes ``graph_attr`` when the batch has it)."""
+    return model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, batch.num_graphs,
+                 graph_attr=getattr(batch, 'graph_attr', None))

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import Inspector
+from driple.inspector.model import Inspector, run_batch
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.metrics import METRICS
 
@@ -95,6 +95,11 @@ class Predictor:
             s = self.feature_scaler.transform(g)
             item = Data(x=s.x, edge_index=s.edge_index, edge_weight=s.edge_weight,
                         num_nodes=s.x.size(0))
+            if self.model.graph_channels:
+                if getattr(s, "graph_attr", None) is None:
+                    raise DripleError("this inspector reads graph-level attributes (graph_attr); "
+                                      "build the graph with driple.graph.build")
+                item.graph_attr = s.graph_attr
             y = getattr(g, "y", None)
             if y is not None:
                 item.y = torch.as_tensor(self.target_scaler.transform(y.view(1, -1).double().numpy()),
@@ -110,8 +115,7 @@ class Predictor:
         self.model.eval()
         outs = []
         for batch in DataLoader(list(prepared), batch_size=batch_size, shuffle=False):
-            outs.append(self.model(batch.x, batch.edge_index, batch.edge_weight, batch.batch,
-                                   batch.num_graphs))
+            outs.append(run_batch(self.model, batch))
         if not outs:
             return np.zeros((0, self.model.out_channels))
         return torch.cat(outs).double().numpy()

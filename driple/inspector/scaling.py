@@ -29,11 +29,16 @@ class FeatureScaler:
     Args:
         feature_names: Column names of ``x`` (``driple.graph.features.FEATURE_SETS[...]``).
 
-    Learned attributes (after :meth:`fit`): ``mean_``, ``std_`` (one float per column).
+    Graph-level attributes (``graph_attr``, all sizes or counts) get ``log1p`` and a z-score
+    too, when every training graph has them.
+
+    Learned attributes (after :meth:`fit`): ``mean_``, ``std_`` (one float per column);
+    ``graph_mean_``, ``graph_std_`` (per graph attribute, or None).
     """
 
     def __init__(self, feature_names: Sequence[str]):
         self.feature_names = tuple(feature_names)
+        self.graph_mean_ = self.graph_std_ = None
 
     def _log(self, x: torch.Tensor) -> torch.Tensor:
         log_cols = torch.tensor([not _is_share(n) for n in self.feature_names])
@@ -43,10 +48,11 @@ class FeatureScaler:
         xs = [self._check(g.x) for g in graphs]
         if not xs:
             raise DripleError("cannot fit feature scaling on zero graphs")
-        x = self._log(torch.cat(xs).double())
-        self.mean_ = x.mean(0).tolist()
-        std = x.std(0, unbiased=False) if x.size(0) > 1 else torch.ones(x.size(1), dtype=x.dtype)
-        self.std_ = torch.where(std > 1e-8, std, torch.ones_like(std)).tolist()
+        self.mean_, self.std_ = _moments(self._log(torch.cat(xs).double()))
+        attrs = [getattr(g, "graph_attr", None) for g in graphs]
+        if all(a is not None for a in attrs):
+            a = torch.cat([a.double().view(1, -1) for a in attrs])
+            self.graph_mean_, self.graph_std_ = _moments(torch.log1p(a.clamp_min(0)))
         return self
 
     def _check(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,17 +74,32 @@ class FeatureScaler:
         if weight is None:
             weight = torch.ones(data.edge_index.size(1))
         out.edge_weight = torch.log1p(weight.float().clamp_min(0))
+        attr = getattr(data, "graph_attr", None)
+        if attr is not None and self.graph_mean_ is not None:
+            attr = torch.log1p(attr.double().view(1, -1).clamp_min(0))
+            mean = torch.tensor(self.graph_mean_, dtype=attr.dtype)
+            std = torch.tensor(self.graph_std_, dtype=attr.dtype)
+            out.graph_attr = ((attr - mean) / std).float()
+        elif attr is not None:
+            del out.graph_attr  # never hand raw graph attributes to a model
         return out
 
     def to_dict(self) -> dict:
         return {"feature_names": list(self.feature_names), "mean": list(self.mean_),
-                "std": list(self.std_)}
+                "std": list(self.std_), "graph_mean": self.graph_mean_, "graph_std": self.graph_std_}
 
     @classmethod
     def from_dict(cls, state: dict) -> "FeatureScaler":
         scaler = cls(state["feature_names"])
         scaler.mean_, scaler.std_ = list(state["mean"]), list(state["std"])
+        scaler.graph_mean_, scaler.graph_std_ = state.get("graph_mean"), state.get("graph_std")
         return scaler
+
+
+def _moments(x: torch.Tensor) -> tuple[list, list]:
+    """Column mean and standard deviation (1 where a column is constant)."""
+    std = x.std(0, unbiased=False) if x.size(0) > 1 else torch.ones(x.size(1), dtype=x.dtype)
+    return x.mean(0).tolist(), torch.where(std > 1e-8, std, torch.ones_like(std)).tolist()
 
 
 class TargetScaler:

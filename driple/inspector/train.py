@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import Inspector
+from driple.inspector.model import Inspector, run_batch
 from driple.inspector.predictor import Predictor
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
@@ -54,7 +54,7 @@ def _loss_on(model: Inspector, loader) -> float:
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in loader:
-            pred = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, batch.num_graphs)
+            pred = run_batch(model, batch)
             n = int(torch.isfinite(batch.y).sum())
             total += float(masked_mse(pred, batch.y)) * n
             count += n
@@ -93,7 +93,7 @@ def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions 
         total, count = 0.0, 0
         for batch in train_loader:
             optimizer.zero_grad()
-            pred = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, batch.num_graphs)
+            pred = run_batch(model, batch)
             loss = masked_mse(pred, batch.y)
             loss.backward()
             optimizer.step()
@@ -146,11 +146,13 @@ def train_inspector(
     num_repeats: int = 50,
     set2set_steps: int = 3,
     dropout: float = 0.0,
+    graph_attr: bool = False,
     options: TrainOptions = TrainOptions(),
     progress: bool = True,
 ) -> Predictor:
     """Fit scalers and an :class:`Inspector` on ``split.train`` (early stopping on
-    ``split.val``) and score it on ``split.test``.
+    ``split.val``) and score it on ``split.test``. ``graph_attr=True`` also feeds the scaled
+    graph-level attributes to the MLP head (not in the paper; see :class:`Inspector`).
 
     The returned predictor's ``info`` records the dataset's feature set, op vocabulary,
     builder options and setting, the split (job ids), the options, the history and
@@ -165,8 +167,9 @@ def train_inspector(
     target_scaler = TargetScaler(options.target_scaling).fit(
         np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
     torch.manual_seed(options.seed)
+    graph_channels = train[0].graph_attr.numel() if graph_attr else 0
     model = Inspector(len(names), hidden_channels=hidden_channels, num_repeats=num_repeats,
-                      set2set_steps=set2set_steps, dropout=dropout)
+                      set2set_steps=set2set_steps, dropout=dropout, graph_channels=graph_channels)
     predictor = Predictor(model, feature_scaler, target_scaler, _dataset_info(dataset))
     history = fit(model, predictor.prepare(train), predictor.prepare(val), options, progress)
     predictor.info.update(

@@ -69,11 +69,12 @@ class TrainableTail(torch.nn.Module):
         self.model = model
         self.start = start
 
-    def forward(self, x, edge_index, edge_weight=None, batch=None, batch_size=None):
+    def forward(self, x, edge_index, edge_weight=None, batch=None, batch_size=None, graph_attr=None):
         if self.start is None:
-            return self.model.mlp(x)
+            return self.model.head(x, graph_attr)
         adj_t = self.model.propagation_matrix(edge_index, edge_weight, x.size(0), x.dtype)
-        return self.model.readout(self.model.propagate(x, adj_t, self.start), batch, batch_size)
+        return self.model.readout(self.model.propagate(x, adj_t, self.start), batch, batch_size,
+                                  graph_attr)
 
 
 @torch.no_grad()
@@ -100,8 +101,9 @@ def cache_frozen(model: Inspector, prepared: list, scheme: str) -> tuple[Trainab
                             edge_weight=data.edge_weight, num_nodes=data.num_nodes)
             else:
                 item = Data(x=z[i:i + 1], edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1)
-            if getattr(data, "y", None) is not None:
-                item.y = data.y
+            for key in ("y", "graph_attr"):
+                if getattr(data, key, None) is not None:
+                    item[key] = data[key]
             cached.append(item)
     return TrainableTail(model, start), cached
 

@@ -89,3 +89,22 @@ def test_inspector_rejects_wrong_width():
         assert "[num_groups, 3]" in str(exc)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_inspector_graph_channels():
+    torch.manual_seed(0)
+    model = Inspector(3, hidden_channels=8, num_repeats=2, graph_channels=6).eval()
+    assert "graph_channels=6" in str(model)
+    graphs = [tiny_graph(n, seed=n) for n in (4, 6)]
+    batch = Batch.from_data_list(graphs)
+    attrs = torch.rand(2, 6)
+    out = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, 2, graph_attr=attrs)
+    assert out.size() == (2, 12)
+    other = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, 2, graph_attr=attrs + 1)
+    assert not torch.allclose(out, other)
+    try:
+        model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, 2)
+    except ValueError as exc:
+        assert "graph_attr" in str(exc)
+    else:
+        raise AssertionError("expected ValueError")

@@ -48,3 +48,15 @@ def test_target_scaler_max_is_paper_scaling():
     assert scaler.transform([[2.0, 0.0]]).tolist() == [[0.5, 0.0]]
     with pytest.raises(DripleError):
         TargetScaler("minmax")
+
+
+def test_feature_scaler_graph_attr():
+    g1, g2 = _graph([[0.0, 0.0]]), _graph([[1.0, 1.0]])
+    g1.graph_attr = torch.tensor([[0.0, math.e - 1]], dtype=torch.float64)
+    g2.graph_attr = torch.tensor([[math.e ** 2 - 1, math.e - 1]], dtype=torch.float64)
+    scaler = FeatureScaler(["tensor_mb", "share_comm"]).fit([g1, g2])
+    assert scaler.graph_mean_ == pytest.approx([1.0, 1.0]) and scaler.graph_std_ == pytest.approx([1.0, 1.0])
+    assert scaler.transform(g2).graph_attr[0].tolist() == pytest.approx([1.0, 0.0])
+    assert FeatureScaler.from_dict(scaler.to_dict()).graph_mean_ == scaler.graph_mean_
+    bare = FeatureScaler(["tensor_mb", "share_comm"]).fit([_graph([[0.0, 0.0]])])
+    assert bare.graph_mean_ is None and "graph_attr" not in bare.transform(g1)  # raw values never leak

@@ -95,3 +95,21 @@ def test_finetune_with_and_without_cache_agree(dataset):
         a = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=True)
         b = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=False)
         assert np.allclose(a.predict(dataset[0]), b.predict(dataset[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
+    from driple.inspector.predictor import load_predictor
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import train_inspector
+
+    opts = TrainOptions(epochs=2, patience=2)
+    source = train_inspector(dataset, random_split(dataset), hidden_channels=8, num_repeats=4,
+                             graph_attr=True, options=opts, progress=False)
+    assert source.model.graph_channels == 6
+    source.save(str(tmp_path / "m"))
+    loaded = load_predictor(str(tmp_path / "m"))
+    assert np.array_equal(loaded.predict(dataset[0]), source.predict(dataset[0]))
+    for scheme in ("paper", "mlp"):
+        a = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=True)
+        b = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=False)
+        assert np.allclose(a.predict(dataset[0]), b.predict(dataset[0]), rtol=1e-4, atol=1e-5)
