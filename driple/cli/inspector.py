@@ -70,6 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _dataset_args(ev, required=False)
     ev.add_argument("--split", default="random", choices=["random", "family"],
                     help="random: the checkpoint's test jobs; family: leave-one-family-out (retrains)")
+    ev.add_argument("--family", action="append", metavar="NAME",
+                    help="with --split family: hold out only this family (repeatable; default all)")
     ev.add_argument("--baselines", default="mean,gbr",
                     help="comma-separated baselines among mean, gbr, knn (default mean,gbr)")
     ev.add_argument("--seed", type=int, default=None, help="seed (default: the checkpoint's)")
@@ -173,7 +175,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if unknown:
         raise DripleError(f"unknown baseline(s) {', '.join(unknown)}; choose among mean, gbr, knn")
     report = evaluate(predictor, dataset, split=args.split, baselines=baselines, seed=args.seed,
-                      progress=not args.quiet)
+                      progress=not args.quiet, families=args.family)
     if args.plot:
         plot_predictions(report, args.plot)
     if args.json:

@@ -97,8 +97,10 @@ def evaluate(
     baselines: Sequence[str] = DEFAULT_BASELINES,
     seed: Optional[int] = None,
     progress: bool = True,
+    families: Optional[Sequence[str]] = None,
 ) -> dict:
-    """Evaluate on ``dataset`` with a ``"random"`` or ``"family"`` split (see module doc).
+    """Evaluate on ``dataset`` with a ``"random"`` or ``"family"`` split (see module doc);
+    ``families`` limits a family split to these held-out families (default: all).
 
     Returns ``{"split", "setting", "dataset", "scores": {model: table}, "folds": [...]}`` where a
     table is :func:`score_table`'s; for ``"family"`` ``scores`` is the mean over folds.
@@ -120,8 +122,14 @@ def evaluate(
     known = {k: v for k, v in predictor.info.get("training", {}).items()
              if k in TrainOptions.__dataclass_fields__}
     options = TrainOptions(**{**known, "seed": seed})
+    splits = family_splits(dataset, seed=seed)
+    if families:
+        unknown = sorted(set(families) - {s.held_out for s in splits})
+        if unknown:
+            raise DripleError(f"no job of family {', '.join(unknown)} in {dataset.root}")
+        splits = [s for s in splits if s.held_out in set(families)]
     folds = []
-    for fold_split in family_splits(dataset, seed=seed):
+    for fold_split in splits:
         fold_model = train_inspector(
             dataset, fold_split, hidden_channels=config["hidden_channels"],
             num_repeats=config["num_repeats"], set2set_steps=config["set2set_steps"],

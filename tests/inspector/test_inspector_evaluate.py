@@ -48,6 +48,9 @@ def test_evaluate_family_retrains_per_family(dataset, trained):
     means = [f["scores"]["inspector"]["mean"]["nrmse"] for f in report["folds"]]
     assert report["scores"]["inspector"]["mean"]["nrmse"] == pytest.approx(np.mean(means))
     assert "held-out family" in format_report(report)
+    one = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
+                   families=["beta"])
+    assert [f["held_out"] for f in one["folds"]] == ["beta"]
 
 
 def test_plot(tmp_path, dataset, trained):
