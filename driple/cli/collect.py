@@ -79,6 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--retry-contended", type=float, metavar="PCT",
                        help="also re-run ok jobs measured while other processes used more than PCT %% "
                             "of the host CPU (column host_other_cpu_pct)")
+    sweep.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                       help="run at most N of the pending jobs (grid order), leave the rest for later")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
     sweep.set_defaults(func=cmd_sweep)
@@ -182,13 +184,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
                            retry_failed=args.retry_failed,
                            retry_contended=args.retry_contended, progress=not args.no_progress,
-                           launcher=args.launcher)
+                           launcher=args.launcher, max_jobs=args.max_jobs)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
               "Run the same command again to continue.", file=sys.stderr)
         return 130
     print(f"{counts['total']} jobs: {counts['skipped']} done before, {counts['ok']} ok, "
           f"{counts['failed']} failed -> {Path(args.out) / 'results.csv'}")
+    left = counts["total"] - counts["skipped"] - counts["ok"] - counts["failed"]
+    if left:
+        print(f"{left} jobs left for a later run (--max-jobs {args.max_jobs})")
     return 0
 
 

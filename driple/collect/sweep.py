@@ -125,8 +125,12 @@ def run_sweep(
     progress: bool = True,
     launcher: str = "env",
     period_s: float = 0.01,
+    max_jobs: int | None = None,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
+
+    ``max_jobs`` runs at most that many pending jobs (in grid order) and leaves the rest for a
+    later run, so a long grid can be collected in budgeted slices.
 
     Counts: ``total`` jobs in the grid, ``skipped`` (done before), ``ok``, ``failed``. Ctrl-C
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
@@ -154,11 +158,15 @@ def run_sweep(
     done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended)
     jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
     pending = [(s, j) for s, j in jobs if j not in done]
+    if max_jobs is not None:
+        if max_jobs < 0:
+            raise DripleError(f"--max-jobs must be >= 0, not {max_jobs}")
+        pending = pending[:max_jobs]
     counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
 
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), initial=counts["skipped"], unit="job", desc=setting.id,
+    bar = tqdm(total=counts["skipped"] + len(pending), initial=counts["skipped"], unit="job", desc=setting.id,
                disable=not progress, dynamic_ncols=True)
     try:
         for spec, jid in pending:
