@@ -10,7 +10,7 @@ Graphs are synthetic unless ``--zoo`` is given: ``--groups`` nodes, each joined 
 - training: graphs per second of full epochs (Adam step per batch of ``--batch-size``), also for
   the two fine-tuning schemes (paper: φr' + MLP trainable; mlp: MLP only), with the frozen
   prefix recomputed every epoch or cached once (:func:`driple.inspector.transfer.cache_frozen`);
-- prediction: median latency of :meth:`Predictor.predict` for one graph (scaling included) and
+- prediction: median latency of :meth:`TrainedInspector.predict` for one graph (scaling included) and
   per graph when ``--batch-size`` graphs are predicted in one call.
 
 Each figure is reported as wall time and as process CPU time (robust to other jobs sharing the
@@ -29,7 +29,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import Predictor
+from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.train import TrainOptions, fit
 from driple.inspector.transfer import cache_frozen, freeze_for_transfer
@@ -76,7 +76,7 @@ class Clock:
 def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs: int) -> None:
     names = ["op_freq", "tensor_mb", "n_ops"]
     torch.manual_seed(0)
-    predictor = Predictor(Inspector(3, hidden_channels=hidden, num_repeats=repeats),
+    predictor = TrainedInspector(Inspector(3, hidden_channels=hidden, num_repeats=repeats),
                           FeatureScaler(names).fit(graphs),
                           TargetScaler().fit(torch.cat([g.y for g in graphs]).numpy()),
                           {"feature_set": "driple", "vocab_digest": graphs[0].vocab_digest})

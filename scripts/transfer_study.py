@@ -19,7 +19,7 @@ import sys
 import torch
 
 from driple.inspector.dataset import InspectorDataset
-from driple.inspector.predictor import load_predictor
+from driple.inspector.predictor import load_inspector
 from driple.inspector.splits import random_split
 from driple.inspector.train import TrainOptions
 from driple.inspector.transfer import SCHEMES, finetune
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    source = load_predictor(args.source)
+    source = load_inspector(args.source)
     builder = source.info.get("builder", {})
     dataset = InspectorDataset(args.dataset, groups=builder.get("groups", 100),
                                grouping=builder.get("grouping", "uniform"),

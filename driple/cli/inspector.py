@@ -161,9 +161,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
-    from driple.inspector.predictor import load_predictor
+    from driple.inspector.predictor import load_inspector
 
-    predictor = load_predictor(args.checkpoint)
+    predictor = load_inspector(args.checkpoint)
     builder = predictor.info.get("builder", {})
     if not args.dataset:
         args.dataset = predictor.info.get("dataset")
@@ -189,11 +189,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from driple.inspector.predictor import load_predictor
+    from driple.inspector.predictor import load_inspector
     from driple.inspector.train import TrainOptions
     from driple.inspector.transfer import finetune
 
-    source = load_predictor(args.source)
+    source = load_inspector(args.source)
     builder = source.info.get("builder", {})
     dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
     known = {k: v for k, v in source.info.get("training", {}).items()

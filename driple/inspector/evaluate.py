@@ -19,7 +19,7 @@ import numpy as np
 
 from driple.errors import DripleError
 from driple.inspector.baselines import make_baseline
-from driple.inspector.predictor import Predictor
+from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scores import score_table
 from driple.inspector.splits import Split, family_splits, random_split
 from driple.metrics import METRICS
@@ -31,7 +31,7 @@ def _rows(dataset, idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return dataset.graph_attrs[list(idx)], dataset.targets[list(idx)]
 
 
-def evaluate_split(predictor: Predictor, dataset, split: Split,
+def evaluate_split(predictor: TrainedInspector, dataset, split: Split,
                    baselines: Sequence[str] = DEFAULT_BASELINES, seed: int = 0) -> dict:
     """Scores of ``predictor`` and of ``baselines`` on ``split.test``; predictions included."""
     if not split.test:
@@ -55,7 +55,7 @@ def evaluate_split(predictor: Predictor, dataset, split: Split,
     }
 
 
-def checkpoint_split(predictor: Predictor, dataset, seed: int = 0) -> Split:
+def checkpoint_split(predictor: TrainedInspector, dataset, seed: int = 0) -> Split:
     """The split recorded in the checkpoint (random or family) if ``dataset`` holds all its test
     jobs; else a fresh seeded random split whose test part leaves out every job the inspector
     was trained or validated on."""
@@ -91,7 +91,7 @@ def _mean_tables(folds: list[dict]) -> dict:
 
 
 def evaluate(
-    predictor: Predictor,
+    predictor: TrainedInspector,
     dataset,
     split: str = "random",
     baselines: Sequence[str] = DEFAULT_BASELINES,

@@ -1,12 +1,12 @@
 """A trained inspector with everything needed to use it: raw graphs in, raw metrics out.
 
-:class:`Predictor` bundles the :class:`~driple.inspector.model.Inspector`, its feature and
+:class:`TrainedInspector` bundles the :class:`~driple.inspector.model.Inspector`, its feature and
 target scalers and a record of how it was made (setting, feature set, op vocabulary, split,
 scores). Its checkpoint is a dict of plain types and tensors, saved with :func:`torch.save`
 and read back with ``weights_only=True``; the model's configuration travels in it, so loading
 never has to guess layer sizes.
 
-    predictor = load_predictor("trained_models/cpu-ddp-w2-lo")
+    predictor = load_inspector("trained_models/cpu-ddp-w2-lo")
     predictor.predict_zoo("resnet", depth=32, batch_size=64)   # {metric: value}, raw units
     predictor.predict(graphs)        # [n, 12] for graphs made by driple.graph.build.build_input
 """
@@ -36,7 +36,7 @@ def _driple_version() -> str:
     return __version__
 
 
-class Predictor:
+class TrainedInspector:
     """A trained :class:`Inspector` with its scalers.
 
     Args:
@@ -195,7 +195,7 @@ class Predictor:
         return path
 
     @classmethod
-    def from_state(cls, state: dict, source: str = "checkpoint") -> "Predictor":
+    def from_state(cls, state: dict, source: str = "checkpoint") -> "TrainedInspector":
         """Rebuild from :meth:`state`; a clear :class:`DripleError` for foreign or stale files."""
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise DripleError(f"{source} is not a driple inspector checkpoint")
@@ -231,12 +231,12 @@ def checkpoint_path(path: str) -> str:
     return osp.join(path, CHECKPOINT_NAME) if osp.isdir(path) else path
 
 
-def load_predictor(path: str, feature_set: Optional[str] = None,
-                   vocab_digest: Optional[str] = None) -> Predictor:
+def load_inspector(path: str, feature_set: Optional[str] = None,
+                   vocab_digest: Optional[str] = None) -> TrainedInspector:
     """Load a checkpoint file or ``trained_models/<setting>/`` directory.
 
     ``feature_set`` / ``vocab_digest``, when given, must match the checkpoint's (else
-    :class:`DripleError`), as they must for every graph passed to :meth:`Predictor.predict`.
+    :class:`DripleError`), as they must for every graph passed to :meth:`TrainedInspector.predict`.
     """
     file = checkpoint_path(path)
     if not osp.exists(file):
@@ -246,7 +246,7 @@ def load_predictor(path: str, feature_set: Optional[str] = None,
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
         raise DripleError(f"{file} is not a readable driple inspector checkpoint "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-    predictor = Predictor.from_state(state, source=file)
+    predictor = TrainedInspector.from_state(state, source=file)
     predictor.check_compatible(feature_set, vocab_digest, what="the requested input")
     return predictor
 

@@ -1,6 +1,6 @@
 """Training an inspector: MSE on scaled targets, Adam, early stopping on the validation loss.
 
-:func:`train_inspector` is the one call: dataset + split in, a :class:`Predictor` (model,
+:func:`train_inspector` is the one call: dataset + split in, a :class:`TrainedInspector` (model,
 scalers, record of the run, test scores) out. :func:`fit` is the bare loop, reused by
 fine-tuning.
 """
@@ -16,7 +16,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector, run_batch
-from driple.inspector.predictor import Predictor
+from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
 from driple.inspector.splits import Split
@@ -149,7 +149,7 @@ def train_inspector(
     graph_attr: bool = False,
     options: TrainOptions = TrainOptions(),
     progress: bool = True,
-) -> Predictor:
+) -> TrainedInspector:
     """Fit scalers and an :class:`Inspector` on ``split.train`` (early stopping on
     ``split.val``) and score it on ``split.test``. ``graph_attr=True`` also feeds the scaled
     graph-level attributes to the MLP head (not in the paper; see :class:`Inspector`).
@@ -170,7 +170,7 @@ def train_inspector(
     graph_channels = train[0].graph_attr.numel() if graph_attr else 0
     model = Inspector(len(names), hidden_channels=hidden_channels, num_repeats=num_repeats,
                       set2set_steps=set2set_steps, dropout=dropout, graph_channels=graph_channels)
-    predictor = Predictor(model, feature_scaler, target_scaler, _dataset_info(dataset))
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, _dataset_info(dataset))
     history = fit(model, predictor.prepare(train), predictor.prepare(val), options, progress)
     predictor.info.update(
         split=split.to_dict(dataset),
@@ -181,7 +181,7 @@ def train_inspector(
     return predictor
 
 
-def score_split(predictor: Predictor, dataset, split: Split) -> dict:
+def score_split(predictor: TrainedInspector, dataset, split: Split) -> dict:
     """Score tables of ``predictor`` on the validation and test jobs of ``split``."""
     scores = {}
     for part in ("val", "test"):

@@ -26,7 +26,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import Predictor
+from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
 from driple.inspector.train import TrainOptions, feature_names_for, fit, score_split
@@ -125,7 +125,7 @@ def subsample(split: Split, fraction: float, seed: int = 0) -> Split:
 
 
 def finetune(
-    source: Predictor,
+    source: TrainedInspector,
     dataset,
     fraction: float = 1.0,
     scheme: str = "paper",
@@ -133,7 +133,7 @@ def finetune(
     options: TrainOptions | None = None,
     progress: bool = True,
     cache: bool = True,
-) -> Predictor:
+) -> TrainedInspector:
     """Adapt ``source`` to the setting of ``dataset`` using ``fraction`` of its training jobs.
 
     ``split`` defaults to the seeded random split of ``dataset``; ``options`` to the source's
@@ -166,7 +166,7 @@ def finetune(
         np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
     info = {k: v for k, v in source.info.items() if k not in ("scores", "history", "split")}
     info.update(setting=dataset.setting, dataset=str(dataset.root))
-    predictor = Predictor(model, feature_scaler, target_scaler, info)
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, info)
 
     start = time.perf_counter()
     train_data, val_data, trained = predictor.prepare(train), predictor.prepare(val), model

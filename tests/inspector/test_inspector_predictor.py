@@ -5,7 +5,7 @@ from inspector_helpers import tiny_graph
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import Predictor, load_predictor
+from driple.inspector.predictor import TrainedInspector, load_inspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 
 
@@ -21,7 +21,7 @@ def _predictor(split=False):
     ts = TargetScaler("max").fit(np.arange(1, 25, dtype=float).reshape(2, 12))
     info = {"feature_set": "driple", "vocab_digest": "test-vocab", "setting": "cpu-ddp-w2-lo",
             "split": {"kind": "random", "train": ["j1"], "val": [], "test": ["j2"]}}
-    return Predictor(model, fs, ts, info), graphs
+    return TrainedInspector(model, fs, ts, info), graphs
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -31,7 +31,7 @@ def test_checkpoint_round_trip(tmp_path, split):
     assert path.endswith("trained/inspector.pt")
     state = torch.load(path, weights_only=True)  # plain types and tensors only
     assert state["config"]["tuned_from"] == (2 if split else None)
-    loaded = load_predictor(str(tmp_path / "trained"))
+    loaded = load_inspector(str(tmp_path / "trained"))
     assert np.array_equal(loaded.predict(graphs), predictor.predict(graphs))
     assert loaded.setting == "cpu-ddp-w2-lo" and loaded.info["split"]["test"] == ["j2"]
     assert loaded.predict(graphs[0]).shape == (1, 12)
@@ -44,7 +44,7 @@ def test_checkpoint_of_other_version_is_refused(tmp_path):
     state["driple_version"] = "0.0.1"
     torch.save(state, tmp_path / "old.pt")
     with pytest.raises(DripleError, match="driple 0.0.1"):
-        load_predictor(str(tmp_path / "old.pt"))
+        load_inspector(str(tmp_path / "old.pt"))
 
 
 def test_checkpoint_damaged_or_foreign(tmp_path):
@@ -53,21 +53,21 @@ def test_checkpoint_damaged_or_foreign(tmp_path):
     state["config"]["hidden_channels"] = 8  # layer sizes no longer match the weights
     torch.save(state, tmp_path / "bad.pt")
     with pytest.raises(DripleError, match="damaged"):
-        load_predictor(str(tmp_path / "bad.pt"))
+        load_inspector(str(tmp_path / "bad.pt"))
     torch.save({"weights": torch.zeros(2)}, tmp_path / "foreign.pt")
     with pytest.raises(DripleError, match="not a driple inspector checkpoint"):
-        load_predictor(str(tmp_path / "foreign.pt"))
+        load_inspector(str(tmp_path / "foreign.pt"))
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(DripleError):
-        load_predictor(str(tmp_path / "junk.pt"))
+        load_inspector(str(tmp_path / "junk.pt"))
     with pytest.raises(DripleError, match="no inspector checkpoint"):
-        load_predictor(str(tmp_path / "missing"))
+        load_inspector(str(tmp_path / "missing"))
 
 
 def test_feature_set_and_vocabulary_mismatch(tmp_path):
     predictor, _ = _predictor()
     predictor.save(str(tmp_path / "m"))
-    loaded = load_predictor(str(tmp_path / "m"))
+    loaded = load_inspector(str(tmp_path / "m"))
     with pytest.raises(DripleError, match="'rich' feature set"):
         loaded.predict(tiny_graph(5, num_features=10, feature_set="rich"))
     with pytest.raises(DripleError, match="op vocabulary"):
@@ -77,7 +77,7 @@ def test_feature_set_and_vocabulary_mismatch(tmp_path):
         del g.feature_set
         loaded.predict(g)
     with pytest.raises(DripleError, match="feature set"):
-        load_predictor(str(tmp_path / "m"), feature_set="rich")
+        load_inspector(str(tmp_path / "m"), feature_set="rich")
 
 
 def test_predict_zoo_builds_with_the_checkpoint_options():

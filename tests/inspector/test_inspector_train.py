@@ -3,7 +3,7 @@ import torch
 from inspector_helpers import synthetic_targets, tiny_graph
 
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import Predictor
+from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.train import TrainOptions, fit, masked_mse
 
@@ -23,7 +23,7 @@ def _prepared(n=12):
     names = ["op_freq", "tensor_mb", "n_ops"]
     fs = FeatureScaler(names).fit(graphs)
     ts = TargetScaler("standard").fit(torch.cat([g.y for g in graphs]).double().numpy())
-    return Predictor(Inspector(3, hidden_channels=32, num_repeats=3), fs, ts), graphs
+    return TrainedInspector(Inspector(3, hidden_channels=32, num_repeats=3), fs, ts), graphs
 
 
 def test_overfits_tiny_dataset():

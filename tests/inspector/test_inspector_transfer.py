@@ -98,7 +98,7 @@ def test_finetune_with_and_without_cache_agree(dataset):
 
 
 def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
-    from driple.inspector.predictor import load_predictor
+    from driple.inspector.predictor import load_inspector
     from driple.inspector.splits import random_split
     from driple.inspector.train import train_inspector
 
@@ -107,7 +107,7 @@ def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
                              graph_attr=True, options=opts, progress=False)
     assert source.model.graph_channels == 6
     source.save(str(tmp_path / "m"))
-    loaded = load_predictor(str(tmp_path / "m"))
+    loaded = load_inspector(str(tmp_path / "m"))
     assert np.array_equal(loaded.predict(dataset[0]), source.predict(dataset[0]))
     for scheme in ("paper", "mlp"):
         a = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=True)
