@@ -17,6 +17,11 @@ def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="collector dataset directory holding results.csv (e.g. datasets/cpu-ddp-w2-lo)")
     p.add_argument("--rebuild", action="store_true", help="rebuild every graph instead of using the cache")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--build-workers", type=int, default=1, metavar="N",
+                   help="processes that build missing graphs in parallel (default 1)")
+    p.add_argument("--max-contention", type=float, default=10.0, metavar="PCT",
+                   help="leave out jobs measured while other processes used more than PCT %% of "
+                   "the host CPU (column host_other_cpu_pct; default 10; -1 keeps all)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: the inspector's small kernels gain little "
                    "from more, and spinning threads slow everything down on a busy host)")
@@ -114,7 +119,8 @@ def _load_dataset(args, groups=None, grouping=None, features=None):
                           "such as datasets/cpu-ddp-w2-lo")
     return InspectorDataset(args.dataset, groups=groups or 100, grouping=grouping or "uniform",
                             features=features or "driple", force_reload=args.rebuild,
-                            progress=not args.quiet)
+                            progress=not args.quiet, workers=args.build_workers,
+                            max_contention=None if args.max_contention < 0 else args.max_contention)
 
 
 def _print_scores(title: str, table: dict, out=None) -> None:

@@ -4,3 +4,7 @@ Modules in data-flow order: :mod:`trace` (fake-tensor trace of the whole step), 
 (networkx op graph), :mod:`comm` (DDP buckets / PS shards), :mod:`features` (op-frequency
 code and per-op quantities), :mod:`grouping` (fluid communities), :mod:`build` (``Data``).
 """
+
+# Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:
+# cached graphs (driple.inspector.dataset) are keyed by it, not by the source text.
+BUILDER_VERSION = 1

@@ -7,10 +7,16 @@ one :class:`torch_geometric.data.Data`: the grouped graph of the job's training 
 and setting) with ``y`` ``[1, 12]`` the measured metrics in raw units (NaN where the collector
 could not measure one).
 
-Building a graph traces a training step (about a second), so every graph is cached under
-``<dir>/processed/graphs/`` keyed by its configuration, the builder options, the op vocabulary
-and the source of the builder and zoo; the collated dataset is cached too, keyed by the rows
-it holds.
+Building a graph traces a training step (about a second), so every graph is cached in a
+graph cache shared by the datasets next to each other (``datasets/.graph-cache/``), keyed by
+the job's configuration, the part of the setting that shapes the graph (strategy, workers,
+servers: a DDP job's graph is the same on loopback and on a 1 Gbit/s link), the builder
+options, the op vocabulary and :data:`driple.graph.BUILDER_VERSION`. Missing graphs can be
+built by several processes at once (``workers``). The collated dataset is cached under
+``<dir>/processed/``, keyed by the rows it holds.
+
+Rows measured while other processes loaded the host (``host_other_cpu_pct`` above
+``max_contention``, 10 % by default) are left out: their labels are not the job's alone.
 """
 from __future__ import annotations
 
@@ -75,23 +81,54 @@ def zoo_graph(config: dict, groups: int = 100, grouping: str = "uniform",
 
 
 def _zoo_builder_id() -> str:
-    """Op-vocabulary digest plus a hash of the builder's and the zoo's source: a change to
-    either makes cached graphs stale."""
-    from pathlib import Path
-
-    import driple.graph
-    import driple.zoo
+    """Op-vocabulary digest plus the builder's version (:data:`driple.graph.BUILDER_VERSION`)."""
+    from driple.graph import BUILDER_VERSION
     from driple.graph.features import default_vocabulary
 
-    code = hashlib.sha256()
-    for package in (driple.graph, driple.zoo):
-        for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            code.update(path.name.encode() + path.read_bytes())
-    return f"zoo-vocab-{default_vocabulary().digest}-code-{code.hexdigest()[:12]}"
+    return f"zoo-vocab-{default_vocabulary().digest}-builder-v{BUILDER_VERSION}"
 
 
-def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
-    """The jobs of a ``results.csv`` whose last row is ``status == "ok"``, checked for the
+def _build_one(args) -> tuple[str, Optional[str]]:
+    """Worker of a parallel build: build one graph into the cache; ``(key, error or None)``."""
+    dataset_state, key, config = args
+    torch.set_num_threads(1)
+    builder, options, path = dataset_state
+    try:
+        if not osp.exists(path):
+            _store(builder(config, **options), path, options)
+        return key, None
+    except Exception as exc:  # reported by the parent, like a serial build
+        return key, f"{config['model']}: {type(exc).__name__}: {exc}"
+
+
+def _store(data, path: str, options: dict) -> dict:
+    family = (getattr(data, "summary", None) or {}).get("family")
+    stored = {k: getattr(data, k) for k in GRAPH_KEYS}
+    stored.update(feature_set=str(getattr(data, "feature_set", options["features"])),
+                  vocab_digest=str(getattr(data, "vocab_digest", "")),
+                  family=str(family) if family else "")
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    torch.save(stored, tmp)
+    os.replace(tmp, path)  # several runs may share a cache
+    return stored
+
+
+DEFAULT_MAX_CONTENTION = 10.0  # % of host CPU used by other processes during a measurement
+
+
+def graph_setting(setting_id: str) -> str:
+    """The part of a setting id that shapes the graph: ``cpu-ddp-w2-1g`` -> ``ddp-w2``."""
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting_id)
+    return f"ps-p{s.servers}w{s.workers}" if s.strategy == "ps" else f"ddp-w{s.workers}"
+
+
+def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTENTION
+                 ) -> "pandas.DataFrame":  # noqa: F821
+    """The jobs of a ``results.csv`` whose last row is ``status == "ok"`` (and, with
+    ``max_contention``, whose ``host_other_cpu_pct`` is at most that), checked for the
     columns the inspector needs; ``job_id`` as str.
 
     A job run more than once (interrupted, retried) has several rows; as in
@@ -108,7 +145,11 @@ def read_results(path: str) -> "pandas.DataFrame":  # noqa: F821
         raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
                           "results.csv?")
     frame = frame.drop_duplicates("job_id", keep="last")
-    return frame[frame["status"].astype(str) == "ok"].reset_index(drop=True)
+    frame = frame[frame["status"].astype(str) == "ok"]
+    if max_contention is not None and "host_other_cpu_pct" in frame:
+        busy = frame["host_other_cpu_pct"].astype(float)
+        frame = frame[~(busy > max_contention)]  # NaN (not recorded) is kept
+    return frame.reset_index(drop=True)
 
 
 class InspectorDataset(InMemoryDataset):
@@ -131,6 +172,11 @@ class InspectorDataset(InMemoryDataset):
             builder. (default: the zoo builder and its op-vocabulary digest)
         force_reload (bool, optional): Rebuild every graph. (default: :obj:`False`)
         progress (bool, optional): Show a progress bar while building. (default: :obj:`True`)
+        max_contention (float, optional): Leave out jobs measured while other processes used
+            more than this % of the host CPU; :obj:`None` keeps all. (default: :obj:`10`)
+        graph_cache (str, optional): Directory of the shared graph cache. (default:
+            ``.graph-cache`` beside the dataset directory)
+        workers (int, optional): Processes building missing graphs. (default: :obj:`1`)
     """
     def __init__(
         self,
@@ -143,6 +189,9 @@ class InspectorDataset(InMemoryDataset):
         transform: Optional[Callable] = None,
         force_reload: bool = False,
         progress: bool = True,
+        max_contention: Optional[float] = DEFAULT_MAX_CONTENTION,
+        graph_cache: Optional[str] = None,
+        workers: int = 1,
     ):
         if builder is not None and builder_id is None:
             raise ValueError("pass builder_id with a custom builder (it keys the graph cache)")
@@ -150,9 +199,13 @@ class InspectorDataset(InMemoryDataset):
         self.builder = builder or zoo_graph
         self.builder_id = builder_id or _zoo_builder_id()
         self.progress = progress
-        self.frame = read_results(osp.join(root, "results.csv"))
+        self.workers = max(1, int(workers))
+        self.graph_cache = graph_cache or osp.join(osp.dirname(osp.abspath(root)), ".graph-cache")
+        self.frame = read_results(osp.join(root, "results.csv"), max_contention)
         if len(self.frame) == 0:
-            raise DripleError(f"{osp.join(root, 'results.csv')} has no job with status 'ok'")
+            raise DripleError(f"{osp.join(root, 'results.csv')} has no job with status 'ok'"
+                              + (f" measured on a quiet host (host_other_cpu_pct <= {max_contention})"
+                                 if max_contention is not None else ""))
         self.key = _digest({
             "version": CACHE_VERSION, "options": self.options, "builder": self.builder_id,
             "rows": self.frame[["job_id", *CONFIG_COLUMNS, *METRICS]].astype(str).values.tolist(),
@@ -176,23 +229,43 @@ class InspectorDataset(InMemoryDataset):
         raise DripleError(f"no results.csv in {self.root}")
 
     def graph_key(self, config: dict) -> str:
-        return _digest({"version": CACHE_VERSION, "config": config, "options": self.options,
+        shape = {**config, "setting": graph_setting(config["setting"])}
+        return _digest({"version": CACHE_VERSION, "config": shape, "options": self.options,
                         "builder": self.builder_id})
 
+    def _graph_path(self, key: str) -> str:
+        return osp.join(self.graph_cache, f"{key}.pt")
+
     def _graph(self, config: dict) -> Data:
-        path = osp.join(self.processed_dir, "graphs", f"{self.graph_key(config)}.pt")
+        path = self._graph_path(self.graph_key(config))
         if not self.force_reload and osp.exists(path):
             return Data(**torch.load(path, weights_only=True))
-        data = self.builder(config, **self.options)
-        family = (getattr(data, "summary", None) or {}).get("family")
-        stored = {k: getattr(data, k) for k in GRAPH_KEYS}
-        stored.update(feature_set=str(getattr(data, "feature_set", self.options["features"])),
-                      vocab_digest=str(getattr(data, "vocab_digest", "")),
-                      family=str(family) if family else "")
-        os.makedirs(osp.dirname(path), exist_ok=True)
-        torch.save(stored, path + ".tmp")
-        os.replace(path + ".tmp", path)  # several runs may share a cache
-        return Data(**stored)
+        return Data(**_store(self.builder(config, **self.options), path, self.options))
+
+    def _build_parallel(self, configs: dict) -> dict:
+        """Build the missing graphs of ``configs`` in ``workers`` processes; key -> error."""
+        import multiprocessing as mp
+
+        from tqdm.auto import tqdm
+
+        todo = [(k, c) for k, c in configs.items()
+                if self.force_reload or not osp.exists(self._graph_path(k))]
+        if self.force_reload:
+            for k, _ in todo:
+                if osp.exists(self._graph_path(k)):
+                    os.remove(self._graph_path(k))
+        failed = {}
+        if not todo:
+            return failed
+        jobs = [((self.builder, self.options, self._graph_path(k)), k, c) for k, c in todo]
+        with mp.get_context("spawn").Pool(min(self.workers, len(todo))) as pool:
+            bar = tqdm(pool.imap_unordered(_build_one, jobs), total=len(jobs),
+                       desc=f"building graphs ({self.workers} processes)", unit="graph",
+                       disable=not self.progress)
+            for key, error in bar:
+                if error:
+                    failed[key] = error
+        return failed
 
     def process(self):
         from tqdm.auto import tqdm
@@ -203,8 +276,11 @@ class InspectorDataset(InMemoryDataset):
         for row in self.frame.to_dict("records"):
             config = job_config(row)
             configs.setdefault(self.graph_key(config), config)
-        bar = tqdm(configs.items(), desc="building graphs", unit="graph",
-                   disable=not self.progress)
+        if self.workers > 1:
+            failed = self._build_parallel(configs)
+            self.force_reload = False  # just rebuilt
+        bar = tqdm([(k, c) for k, c in configs.items() if k not in failed],
+                   desc="building graphs", unit="graph", disable=not self.progress)
         for key, config in bar:
             bar.set_postfix_str(config["model"], refresh=False)
             try:

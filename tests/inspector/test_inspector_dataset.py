@@ -54,7 +54,50 @@ def test_dataset_caches_graphs(tmp_path):
     # other builder options are another cache entry
     InspectorDataset(root, groups=50, builder=counting, builder_id="fake", progress=False)
     assert len(calls) == 8
-    assert os.path.isdir(os.path.join(root, "processed", "graphs"))
+    assert os.path.isdir(os.path.join(tmp_path, ".graph-cache"))  # shared beside the datasets
+
+
+def test_graph_cache_shared_by_settings_with_the_same_graph(tmp_path):
+    calls = []
+
+    def counting(config, **options):
+        calls.append(config["setting"])
+        return fake_builder(config, **options)
+
+    lo = write_dataset(tmp_path / "lo", n_configs=2)
+    InspectorDataset(lo, builder=counting, builder_id="fake", progress=False)
+    assert calls == ["cpu-ddp-w2-lo"] * 2
+    one_g = write_dataset(tmp_path / "1g", n_configs=2, setting="cpu-ddp-w2-1g")
+    ds = InspectorDataset(one_g, builder=counting, builder_id="fake", progress=False)
+    assert len(calls) == 2 and ds.setting == "cpu-ddp-w2-1g"  # DDP on 1g: the same graphs
+    ps = write_dataset(tmp_path / "ps", n_configs=2, setting="cpu-ps-p1w2-1g")
+    InspectorDataset(ps, builder=counting, builder_id="fake", progress=False)
+    assert calls[2:] == ["cpu-ps-p1w2-1g"] * 2  # a PS graph differs
+
+
+def test_contended_rows_are_left_out(tmp_path):
+    root = write_dataset(tmp_path / "S", n_configs=4)
+    import pandas as pd
+
+    frame = pd.read_csv(os.path.join(root, "results.csv"))
+    frame["host_other_cpu_pct"] = [1.0, 30.0, float("nan"), 9.9]
+    frame.to_csv(os.path.join(root, "results.csv"), index=False)
+    ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
+    assert ds.job_ids == ["j000", "j002", "j003"]
+    every = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False,
+                             max_contention=None)
+    assert len(every) == 4
+
+
+def test_parallel_build_matches_serial(tmp_path):
+    root = write_dataset(tmp_path / "S", n_configs=3)
+    par = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False,
+                           workers=2)
+    ser = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False,
+                           graph_cache=str(tmp_path / "other-cache"), force_reload=True)
+    assert len(par) == len(ser) == 3
+    for a, b in zip(par, ser):
+        assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
 
 
 def test_dataset_skips_unbuildable_graphs(tmp_path):
