@@ -7,12 +7,21 @@ from driple.errors import DripleError
 from driple.settings import Setting, parse_setting
 
 
-def __getattr__(name):  # lazy: importing driple must not import torch
-    if name == "build_input":
-        from driple.graph.build import build_input
+_LAZY = {
+    "build_input": "driple.graph.build",
+    "Predictor": "driple.predict.predictor",
+    "ResourceProfile": "driple.predict.profile",
+    "list_settings": "driple.predict.registry",
+    "colocate": "driple.predict.colocate",
+}
 
-        return build_input
+
+def __getattr__(name):  # lazy: importing driple must not import torch
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'driple' has no attribute {name!r}")
 
 
-__all__ = ["DripleError", "Setting", "parse_setting", "build_input", "__version__"]
+__all__ = ["DripleError", "Setting", "parse_setting", "__version__", *_LAZY]

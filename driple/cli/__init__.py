@@ -14,6 +14,9 @@ from driple.errors import DripleError
 
 # command name -> (module under driple.cli, one-line help)
 COMMANDS = {
+    "predict": ("predict", "predict a training job's 12 burst/idle metrics with intervals"),
+    "settings": ("predict", "list the shipped inspectors (one per setting)"),
+    "colocate": ("predict", "estimate how well jobs share a host or link"),
     "zoo": ("graph", "list the built-in models and their knobs"),
     "graph": ("graph", "trace a training step into the grouped graph the inspector reads"),
     "collect": ("collect", "run real distributed jobs and measure burst/idle of each resource"),

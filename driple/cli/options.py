@@ -18,3 +18,22 @@ def parse_knobs(pairs: list[str] | None) -> dict:
         except yaml.YAMLError:
             knobs[key.strip()] = value.strip()
     return knobs
+
+
+def parse_job(text: str) -> dict:
+    """``"resnet,depth=56,bs=64,opt=adam"`` -> ``{"model", "knobs", "batch_size", "optimizer"}``.
+
+    A job on the command line is a model (zoo name or ``module:function``) followed by
+    comma-separated ``knob=value`` pairs; ``bs`` and ``opt`` set the batch size and optimizer.
+    """
+    model, *pairs = [p.strip() for p in text.split(",")]
+    if not model or "=" in model:
+        raise DripleError(f"cannot read job {text!r}; write MODEL[,knob=value...], e.g. resnet50,bs=32")
+    knobs = parse_knobs(pairs)
+    batch_size = knobs.pop("bs", None)
+    optimizer = str(knobs.pop("opt", "sgd"))
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise DripleError(f"bs={batch_size!r} in job {text!r} is not a positive integer")
+    if optimizer not in ("sgd", "adam", "adamw"):
+        raise DripleError(f"opt={optimizer!r} in job {text!r}: use sgd, adam or adamw")
+    return {"model": model, "knobs": knobs, "batch_size": batch_size, "optimizer": optimizer}

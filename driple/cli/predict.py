@@ -1,0 +1,230 @@
+"""``driple predict``, ``driple settings`` and ``driple colocate``: what schedulers call."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from driple.cli.options import parse_job, parse_knobs
+from driple.errors import DripleError
+
+_MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
+               "file.py:function returning a workload (model, make_batch, loss_fn) or an "
+               "nn.Module with an input_shape attribute; only the code you name is run")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser(
+        "predict", help="predict a training job's 12 burst/idle metrics",
+        description="Predict, before it runs, how one worker of a distributed training job will "
+        "use compute, memory and the network (TX, RX): burst amount, burst duration and idle "
+        "duration of each, with a prediction interval, from a shipped inspector of the setting. "
+        "The training step is traced with fake tensors (nothing is trained).",
+        epilog="examples:\n  driple predict resnet50 --batch-size 32\n"
+               "  driple predict resnet --set depth=56 --optimizer adam --json\n"
+               "  driple predict mypkg.models:build --batch-size 16 --plot profile.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("model", help=_MODEL_HELP)
+    pr.add_argument("--setting", default=None,
+                    help="setting id of a shipped inspector (see `driple settings`; default: the "
+                    "registry's default) or a path to a checkpoint")
+    pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
+    pr.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"], help="default sgd")
+    pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
+                    help="model knob, e.g. --set depth=50 (repeatable)")
+    pr.add_argument("--plot", metavar="PNG", help="draw the expected periodic series of each resource")
+    pr.add_argument("--seconds", type=float, default=2.0, help="length of the --plot series (default 2 s)")
+    pr.add_argument("--json", action="store_true", help="print the profile as JSON")
+    pr.set_defaults(func=run_predict)
+
+    st = sub.add_parser(
+        "settings", help="list the shipped inspectors",
+        description="List the inspectors shipped in trained_models/ (or $DRIPLE_MODELS): the "
+        "setting each predicts for, what it was measured on, how it was trained and its error "
+        "on held-out jobs.")
+    st.add_argument("--json", action="store_true", help="print the registry entries as JSON")
+    st.set_defaults(func=run_settings)
+
+    co = sub.add_parser(
+        "colocate", help="estimate how well jobs share a host or link",
+        description="Predict each JOB's profile, then estimate what happens when they share a "
+        "device and a link: combined mean load per resource against capacity, how often their "
+        "bursts collide (independent random phases), how often demand exceeds capacity, and "
+        "which pairs pack well.",
+        epilog="JOB is MODEL[,knob=value...] with the special knobs bs= (batch size) and opt= "
+               "(optimizer), e.g.\n  driple colocate resnet50,bs=32 gpt2_small,bs=8 mlp,bs=256,opt=adam",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    co.add_argument("jobs", nargs="+", metavar="JOB", help="MODEL[,knob=value...], at least two")
+    co.add_argument("--setting", default=None, help="setting id or checkpoint path (as for predict)")
+    co.add_argument("--cores", type=float, default=None,
+                    help="compute capacity in cores (default: this host's core count)")
+    co.add_argument("--link-mbps", type=float, default=None,
+                    help="link capacity in MB/s per direction (default: from the setting: 125 for "
+                    "1g, 1250 for 10g; unlimited for loopback)")
+    co.add_argument("--json", action="store_true", help="print the report as JSON")
+    co.set_defaults(func=run_colocate)
+
+
+# ---------------------------------------------------------------------- predict
+def _predictor(setting):
+    from driple.predict.predictor import Predictor
+
+    return Predictor.load(setting)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    import time
+
+    t0 = time.perf_counter()
+    predictor = _predictor(args.setting)
+    knobs = parse_knobs(args.knobs)
+    profile = predictor.predict_job(args.model, batch_size=args.batch_size,
+                                    optimizer=args.optimizer, knobs=knobs)
+    elapsed = time.perf_counter() - t0
+    if args.plot:
+        from driple.predict.profile import plot_profile
+
+        plot_profile(profile, args.plot, seconds=args.seconds)
+    if args.json:
+        out = profile.to_dict()
+        out["inspector"] = {k: v for k, v in predictor.describe().items() if k != "intervals"}
+        out["timings_s"] = {**predictor.timings, "total": elapsed}
+        json.dump(out, sys.stdout, indent=2)
+        print()
+        return 0
+    print(format_profile(profile, predictor))
+    if args.plot:
+        print(f"expected series -> {args.plot}")
+    return 0
+
+
+def _num(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if abs(v) >= 0.1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def format_profile(profile, predictor) -> str:
+    """The human-readable table of :func:`run_predict`."""
+    from driple.metrics import KINDS, RESOURCES, unit
+
+    lines = [f"{profile.model} -- setting {profile.setting}"]
+    desc = predictor.describe()
+    if desc.get("trained"):
+        lines.append(f"inspector: {desc['trained']}")
+    head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
+    lines += ["", head]
+    for res in RESOURCES:
+        cells = []
+        for kind in KINDS:
+            name = f"{res}_{kind}"
+            v = profile.metrics[name]
+            cell = f"{_num(v)} {unit(name)}"
+            if profile.intervals:
+                lo, hi = profile.intervals[name]
+                cell += f" [{_num(lo)}, {_num(hi)}]"
+            cells.append(f"{cell:>28}")
+        lines.append(f"{res:<9}" + "".join(cells))
+    if profile.intervals and profile.nominal_coverage:
+        cov = (desc.get("scores") or {}).get("interval_coverage")
+        note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""
+        lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
+                     f"(split conformal{note})")
+    lines.append("")
+    described = profile.describe()
+    lines += described if isinstance(described, list) else [described]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- settings
+def run_settings(args: argparse.Namespace) -> int:
+    from driple.predict.registry import list_settings, models_dir
+
+    entries = list_settings()
+    if args.json:
+        json.dump(entries, sys.stdout, indent=2)
+        print()
+        return 0
+    if not entries:
+        print(f"no shipped inspector in {models_dir()}")
+        return 0
+    for e in entries:
+        star = " (default)" if e["default"] else ""
+        print(f"{e['setting']}{star}")
+        print(f"  {e.get('description', '')}")
+        print(f"  trained: {e.get('trained', '?')}")
+        s = e.get("scores") or {}
+        parts = []
+        if s.get("test_nrmse_mean") is not None:
+            parts.append(f"mean NRMSE {s['test_nrmse_mean']:.3f}")
+        if s.get("test_mape_mean") is not None:
+            parts.append(f"mean MAPE {s['test_mape_mean']:.0f}%")
+        if s.get("n_test"):
+            parts.append(f"on {s['n_test']} held-out jobs")
+        if s.get("interval_coverage") is not None:
+            parts.append(f"interval coverage {s['interval_coverage']:.0%} "
+                         f"(nominal {s.get('nominal_coverage', 0.9):.0%})")
+        if parts:
+            print(f"  scores: {', '.join(parts)}")
+        if e.get("card"):
+            print(f"  model card: {models_dir() / e['card']}")
+    return 0
+
+
+# ---------------------------------------------------------------------- colocate
+def _link_capacity(setting_id: str):
+    from driple.settings import parse_setting
+
+    bps = parse_setting(setting_id).link_bps
+    return None if not bps else bps / 8e6
+
+
+def run_colocate(args: argparse.Namespace) -> int:
+    import os
+
+    from driple.predict.colocate import colocate, rank_pairs
+
+    if len(args.jobs) < 2:
+        raise DripleError("give at least two jobs to co-locate")
+    predictor = _predictor(args.setting)
+    profiles = []
+    for text in args.jobs:
+        job = parse_job(text)
+        profiles.append(predictor.predict_job(job["model"], batch_size=job["batch_size"],
+                                              optimizer=job["optimizer"], knobs=job["knobs"]))
+    capacity = capacity_for(predictor.setting, cores=args.cores, link_mbps=args.link_mbps,
+                            default_cores=os.cpu_count() or 1)
+    report = colocate(profiles, capacity)
+    pairs = rank_pairs(profiles, capacity)
+    if args.json:
+        json.dump({"setting": predictor.setting, "capacity": capacity,
+                   "jobs": [p.to_dict() for p in profiles], "report": report.to_dict(),
+                   "pairs": [p.to_dict() for p in pairs]}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"setting {predictor.setting}; capacity: " +
+          ", ".join(f"{k} {('unlimited' if v is None else _num(v))}" for k, v in capacity.items()))
+    for i, p in enumerate(profiles):
+        print(f"  job {i + 1}: {p.model}: {p.summary()}")
+    print()
+    print(report.format() if hasattr(report, "format") else json.dumps(report.to_dict(), indent=2))
+    if len(profiles) > 2 and pairs:
+        print("\npairs, best first:")
+        for pair in pairs:
+            print(f"  {pair.format() if hasattr(pair, 'format') else pair.to_dict()}")
+    return 0
+
+
+def capacity_for(setting_id: str, cores=None, link_mbps=None, default_cores: int = 1) -> dict:
+    """Capacity per resource in the metrics' units: compute in % of one core (100 per core, as
+    the compute burst amount is per worker), memory 100 % of the host, tx/rx in MB/s (None:
+    unlimited)."""
+    link = link_mbps if link_mbps is not None else _link_capacity(setting_id)
+    return {"compute": 100.0 * (cores if cores is not None else default_cores), "memory": 100.0,
+            "tx": link, "rx": link}

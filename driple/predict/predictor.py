@@ -1,0 +1,226 @@
+"""The scheduler-facing predictor: a model (or zoo name, or user factory) in, a profile out.
+
+    from driple import Predictor
+    p = Predictor.load("cpu-ddp-w2-lo")              # a shipped inspector, by setting
+    prof = p.predict(model, example_batch, optimizer="adam", batch_size=64)
+    prof.metrics, prof.intervals, prof.to_dict(), prof.timeseries(2.0)
+    p.predict_zoo("resnet50", batch_size=32)
+    p.predict_job("mypkg.models:build", batch_size=32)   # the user's factory, named explicitly
+    p.predict_many(graphs)                           # graphs already built: one batched pass
+
+It wraps a :class:`~driple.inspector.predictor.TrainedInspector` (network + scalers) and its
+calibrated :class:`~driple.predict.intervals.ConformalIntervals`; the job's graph is built with
+the builder options the inspector was trained with, for the inspector's setting.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from driple.errors import DripleError
+from driple.metrics import METRICS
+
+
+def _looks_like_path(name: str) -> bool:
+    return os.sep in name or name.endswith(".pt") or os.path.exists(name)
+
+
+class Predictor:
+    """A trained inspector ready for scheduling questions.
+
+    Args:
+        inspector: The :class:`~driple.inspector.predictor.TrainedInspector`.
+        entry: Its registry entry, if it was loaded by setting name.
+    """
+
+    def __init__(self, inspector, entry: Optional[dict] = None):
+        from driple.predict.intervals import ConformalIntervals
+
+        self.inspector = inspector
+        self.entry = dict(entry or {})
+        record = inspector.info.get("intervals")
+        self.intervals = ConformalIntervals.from_dict(record) if record else None
+        self.timings: dict = {}
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, setting: Optional[str] = None) -> "Predictor":
+        """The shipped inspector of ``setting`` (a setting id such as ``"cpu-ddp-w2-lo"``; None:
+        the registry's default), or a checkpoint file / trained-model directory by path."""
+        from driple.inspector.predictor import load_inspector
+        from driple.predict.registry import resolve
+
+        if setting and _looks_like_path(setting):
+            return cls(load_inspector(setting), {"setting": None, "path": setting})
+        path, entry = resolve(setting)
+        return cls(load_inspector(str(path)), entry)
+
+    @property
+    def setting(self) -> str:
+        s = self.inspector.setting
+        if not s or "," in s:
+            raise DripleError("this inspector records no single setting it was trained for")
+        return s
+
+    # ------------------------------------------------------------------ graphs
+    def build_graph(self, model, example_batch, loss_fn=None, optimizer: Any = "sgd"):
+        """The inspector's input for one training step of ``model`` in this setting."""
+        from driple.graph.build import build_input
+
+        return build_input(model, example_batch, loss_fn=loss_fn, optimizer=optimizer,
+                           strategy=self.setting, **self.inspector.build_options())
+
+    # ------------------------------------------------------------------ predictions
+    def predict(self, model, example_batch, loss_fn=None, optimizer: Any = "sgd",
+                batch_size: Optional[int] = None, name: Optional[str] = None):
+        """:class:`~driple.predict.profile.ResourceProfile` of training ``model`` on batches
+        like ``example_batch`` (inputs, or ``(inputs, targets)``); ``batch_size`` resizes the
+        example batch along its first dimension."""
+        if batch_size is not None:
+            example_batch = resize_batch(example_batch, batch_size)
+        t0 = time.perf_counter()
+        graph = self.build_graph(model, example_batch, loss_fn, optimizer)
+        t1 = time.perf_counter()
+        label = name or type(model).__name__
+        bs = batch_size or _batch_len(example_batch)
+        profile = self.predict_many([graph], names=[_describe_job(label, bs, optimizer)])[0]
+        self.timings = {"build_s": t1 - t0, "infer_s": time.perf_counter() - t1}
+        return profile
+
+    def predict_zoo(self, name: str, batch_size: Optional[int] = None, optimizer: str = "sgd",
+                    **knobs):
+        """:meth:`predict` for a zoo model by name and knobs (see ``driple zoo``)."""
+        return self.predict_job(name, batch_size=batch_size, optimizer=optimizer, knobs=knobs)
+
+    def predict_job(self, model: str, batch_size: Optional[int] = None, optimizer: str = "sgd",
+                    knobs: Optional[dict] = None):
+        """:meth:`predict` for a zoo name or a user factory ``module:function`` /
+        ``file.py:function`` (which returns a workload or an ``nn.Module`` with
+        ``input_shape``; see :mod:`driple.collect.workload`)."""
+        if batch_size is not None and int(batch_size) < 1:
+            raise DripleError(f"batch size must be at least 1, not {batch_size}")
+        workload = _load_workload(model, batch_size, knobs or {})
+        batch = getattr(workload, "example_batch", None)
+        if batch is None:
+            batch = workload.make_batch(batch_size)
+        bs = batch_size or _batch_len(batch)
+        label = getattr(workload, "name", None) or model
+        knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
+        try:
+            return self.predict(workload.model, batch, loss_fn=workload.loss_fn,
+                                optimizer=optimizer,
+                                name=f"{label}[{knob_text}]" if knob_text else label)
+        except DripleError as err:
+            raise DripleError(f"{model} (batch size {bs}): {err}") from None
+
+    def predict_many(self, graphs: Sequence, names: Optional[Sequence[str]] = None,
+                     batch_size: int = 256) -> list:
+        """Profiles of graphs already built (:meth:`build_graph` or
+        :func:`driple.graph.build.build_input` with this inspector's options), in one batched
+        pass."""
+        from driple.predict.profile import ResourceProfile
+
+        graphs = list(graphs)
+        if not graphs:
+            return []
+        values = np.clip(self.inspector.predict(graphs, batch_size=batch_size), 0, None)
+        lows = highs = None
+        if self.intervals is not None:
+            lows, highs = self.intervals.interval(values)
+        names = list(names) if names is not None else [
+            (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
+        out = []
+        for i, row in enumerate(values):
+            intervals = None
+            if lows is not None:
+                intervals = {m: (float(lows[i, j]), float(highs[i, j])) for j, m in enumerate(METRICS)}
+            out.append(ResourceProfile(
+                setting=self.setting, model=names[i],
+                metrics={m: float(v) for m, v in zip(METRICS, row)},
+                intervals=intervals,
+                nominal_coverage=self.intervals.coverage if self.intervals is not None else None))
+        return out
+
+    def describe(self) -> dict:
+        """What this inspector is: setting, how it was trained, scores (from the registry)."""
+        info = self.inspector.info
+        return {"setting": self.setting, "description": self.entry.get("description"),
+                "trained": self.entry.get("trained"), "scores": self.entry.get("scores"),
+                "builder": self.inspector.build_options(),
+                "intervals": self.intervals.to_dict() if self.intervals else None,
+                "dataset": info.get("dataset")}
+
+
+def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:
+    opt = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", type(optimizer).__name__)
+    return f"{label}, batch {batch_size}, {opt}" if batch_size else f"{label}, {opt}"
+
+
+def _load_workload(model: str, batch_size, knobs: dict):
+    """The collector's workload loader, with user-code failures turned into clear errors."""
+    from driple.collect.workload import load_workload
+
+    try:
+        return load_workload(model, batch_size=batch_size, knobs=knobs)
+    except DripleError:
+        raise
+    except TypeError as err:
+        raise DripleError(f"calling {model} with {knobs or 'no knobs'} failed: {err}; "
+                          "check the knobs it accepts") from None
+    except Exception as err:  # user code: report, never a traceback
+        raise DripleError(f"{model} could not be built: {type(err).__name__}: {err}") from None
+
+
+def _tensors(batch):
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif isinstance(batch, (list, tuple)):
+        for b in batch:
+            yield from _tensors(b)
+    elif isinstance(batch, dict):
+        for b in batch.values():
+            yield from _tensors(b)
+
+
+def _batch_len(batch) -> Optional[int]:
+    for t in _tensors(batch):
+        if t.dim() >= 1:
+            return int(t.shape[0])
+    return None
+
+
+def resize_batch(batch, batch_size: int):
+    """``batch`` with every tensor's first dimension repeated/cut to ``batch_size``.
+
+    Refuses a batch whose tensors disagree on their first dimension (then the batch dimension
+    is not the first one and resizing would be wrong).
+    """
+    import torch
+
+    if int(batch_size) < 1:
+        raise DripleError(f"batch size must be at least 1, not {batch_size}")
+    sizes = {int(t.shape[0]) for t in _tensors(batch) if t.dim() >= 1}
+    if len(sizes) > 1:
+        raise DripleError(f"the example batch's tensors have different first dimensions {sorted(sizes)}; "
+                          "pass an example batch of the batch size you want instead of batch_size")
+    if not sizes:
+        raise DripleError("the example batch holds no tensor with a batch dimension")
+
+    def fix(obj):
+        if isinstance(obj, torch.Tensor) and obj.dim() >= 1:
+            reps = -(-batch_size // obj.shape[0])
+            return obj.repeat(reps, *([1] * (obj.dim() - 1)))[:batch_size]
+        if isinstance(obj, tuple):
+            return tuple(fix(o) for o in obj)
+        if isinstance(obj, list):
+            return [fix(o) for o in obj]
+        if isinstance(obj, dict):
+            return {k: fix(v) for k, v in obj.items()}
+        return obj
+
+    return fix(batch)

@@ -1,0 +1,172 @@
+"""Turn a trained inspector into a shipped one: calibrated intervals, a model card, a registry entry.
+
+Used by ``scripts/ship_inspectors.py``; kept in the library so the steps are tested and the
+same for every setting:
+
+1. :func:`calibrate` fits :class:`~driple.predict.intervals.ConformalIntervals` on the
+   inspector's validation jobs and measures their coverage on its test jobs (never seen in
+   training or calibration);
+2. :func:`ship` saves the checkpoint under ``trained_models/<setting>/``, writes
+   ``MODEL_CARD.md`` and ``scores.json`` beside it and registers it with its checksum.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from driple.metrics import METRICS, unit
+from driple.predict.intervals import ConformalIntervals, coverage
+
+
+def _measured_predicted(inspector, dataset, idx):
+    graphs = [dataset[i] for i in idx]
+    measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+    predicted = np.clip(inspector.predict(graphs), 0, None)
+    return measured, predicted
+
+
+def calibrate(inspector, dataset, split, nominal: float = 0.9) -> dict:
+    """Fit intervals on ``split.val`` and measure coverage on ``split.test``; both are stored
+    in ``inspector.info`` (``intervals``, ``interval_coverage``) and the coverage returned."""
+    if len(split.val) < 2:
+        raise ValueError("calibration needs at least two validation jobs")
+    y_val, p_val = _measured_predicted(inspector, dataset, split.val)
+    intervals = ConformalIntervals(coverage=nominal).fit(y_val, p_val)
+    inspector.info["intervals"] = intervals.to_dict()
+    result = {"nominal": nominal, "n_calibration": len(split.val)}
+    if split.test:
+        y_test, p_test = _measured_predicted(inspector, dataset, split.test)
+        low, high = intervals.interval(p_test)
+        result.update(coverage(y_test, low, high), n=len(split.test))
+    inspector.info["interval_coverage"] = result
+    return result
+
+
+def summary_scores(inspector) -> dict:
+    """The registry's short score record: mean test NRMSE/MAPE, counts, interval coverage."""
+    scores = inspector.info.get("scores", {})
+    test = scores.get("test", {})
+    split = inspector.info.get("split", {})
+    cov = inspector.info.get("interval_coverage", {})
+    return {
+        "test_nrmse_mean": (test.get("mean") or {}).get("nrmse"),
+        "test_mape_mean": (test.get("mean") or {}).get("mape"),
+        "n_train": len(split.get("train", [])), "n_val": len(split.get("val", [])),
+        "n_test": len(split.get("test", [])),
+        "interval_coverage": cov.get("mean"), "nominal_coverage": cov.get("nominal"),
+    }
+
+
+def _versions() -> dict:
+    import torch
+
+    from driple import __version__
+
+    try:
+        import torch_geometric
+
+        pyg = torch_geometric.__version__
+    except ImportError:  # pragma: no cover
+        pyg = None
+    return {"driple": __version__, "torch": torch.__version__, "torch_geometric": pyg,
+            "python": platform.python_version()}
+
+
+def model_card(inspector, setting: str, description: str, trained: str, command: str,
+               dataset_provenance: Optional[dict] = None) -> str:
+    """Markdown model card: what was measured, how it was trained, held-out scores, command."""
+    info = inspector.info
+    split = info.get("split", {})
+    training = info.get("training", {})
+    history = info.get("history", {})
+    config = inspector.model.config()
+    cov = info.get("interval_coverage", {})
+    test = (info.get("scores") or {}).get("test", {})
+    lines = [
+        f"# Inspector for `{setting}`", "",
+        description, "",
+        "## Data",
+        f"- dataset: `{info.get('dataset')}` (jobs measured by `driple collect sweep` on this "
+        "project's CPU host; see its README and provenance.json)",
+        f"- split: {split.get('kind', '?')} (seed {split.get('seed', '?')}), "
+        f"{len(split.get('train', []))} train / {len(split.get('val', []))} validation / "
+        f"{len(split.get('test', []))} test jobs; jobs measured on a busy host are left out",
+    ]
+    if dataset_provenance:
+        host = dataset_provenance.get("host", {})
+        lines.append(f"- measured on: {host.get('cpu_model', host.get('cpu', '?'))}, "
+                     f"{host.get('cores', host.get('cpu_count', '?'))} cores (CPU labels: no GPU)")
+    lines += [
+        "", "## Training",
+        f"- {trained}",
+        f"- model: GCN {config.get('in_channels')}->{config.get('hidden_channels')}, shared GCN+GRU "
+        f"x{config.get('num_repeats')}, Set2Set ({config.get('set2set_steps')} steps), MLP; "
+        f"graph-level inputs: {config.get('graph_channels', 0)}",
+        f"- builder: {json.dumps(info.get('builder', {}))}, feature set `{info.get('feature_set')}`, "
+        f"op vocabulary {info.get('vocab_digest')}",
+        f"- options: {json.dumps({k: training[k] for k in sorted(training)})}",
+        f"- {history.get('epochs', '?')} epochs (best {history.get('best_epoch', '?')}) in "
+        f"{history.get('seconds', 0):.0f} s",
+        "", "## Scores on the test jobs", "",
+        "| metric | unit | NRMSE | MAPE | interval coverage |", "|---|---|---|---|---|",
+    ]
+    for m in METRICS:
+        e = test.get(m, {})
+        c = cov.get(m)
+        lines.append(f"| {m} | {unit(m)} | {_fmt(e.get('nrmse'))} | {_fmt(e.get('mape'), '%')} | "
+                     f"{_fmt(c, 'frac')} |")
+    mean = test.get("mean", {})
+    lines.append(f"| **mean** | | {_fmt(mean.get('nrmse'))} | {_fmt(mean.get('mape'), '%')} | "
+                 f"{_fmt(cov.get('mean'), 'frac')} |")
+    lines += [
+        "", f"Intervals: split conformal on log-ratio residuals of the {cov.get('n_calibration', '?')} "
+        f"validation jobs, nominal {_fmt(cov.get('nominal'), 'frac')}; the coverage column is measured "
+        f"on the {cov.get('n', '?')} test jobs.",
+        "", "## Reproduce", "", "```", command, "```", "",
+        f"Trained {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on "
+        f"{platform.node() or 'this host'}; versions {json.dumps(_versions())}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v, kind: str = "") -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    if kind == "%":
+        return f"{v:.1f}%"
+    if kind == "frac":
+        return f"{v:.0%}"
+    return f"{v:.3f}"
+
+
+def ship(inspector, setting: str, *, description: str, trained: str, command: str,
+         root: Optional[Path] = None, default: bool = False) -> dict:
+    """Save ``inspector`` as the shipped one of ``setting`` with card, scores and registry entry."""
+    from driple.predict.registry import models_dir, register
+
+    root = Path(root) if root is not None else models_dir()
+    out = root / setting
+    out.mkdir(parents=True, exist_ok=True)
+    path = inspector.save(str(out))
+    provenance = None
+    dataset = inspector.info.get("dataset")
+    if dataset and os.path.exists(os.path.join(dataset, "provenance.json")):
+        try:
+            provenance = json.loads(Path(dataset, "provenance.json").read_text())
+        except ValueError:
+            provenance = None
+    (out / "MODEL_CARD.md").write_text(
+        model_card(inspector, setting, description, trained, command, provenance))
+    with open(out / "scores.json", "w") as f:
+        json.dump({"setting": setting, "scores": inspector.info.get("scores"),
+                   "interval_coverage": inspector.info.get("interval_coverage"),
+                   "transfer": inspector.info.get("transfer")}, f, indent=2)
+    return register(setting, path, description=description, trained=trained,
+                    scores=summary_scores(inspector), card=f"{setting}/MODEL_CARD.md",
+                    default=default, root=root)

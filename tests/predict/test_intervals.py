@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+
+from driple.errors import DripleError
+from driple.predict.intervals import ConformalIntervals, coverage
+
+
+def _noisy(n, rng, sigma=0.3):
+    pred = rng.uniform(1, 100, size=(n, 12))
+    meas = pred * np.exp(rng.normal(0.1, sigma, size=(n, 12)))  # biased, multiplicative noise
+    return meas, pred
+
+
+def test_conformal_coverage_on_fresh_jobs():
+    rng = np.random.default_rng(0)
+    meas, pred = _noisy(400, rng)
+    iv = ConformalIntervals(0.9).fit(meas, pred)
+    new_meas, new_pred = _noisy(4000, rng)
+    low, high = iv.interval(new_pred)
+    cov = coverage(new_meas, low, high)
+    assert 0.87 <= cov["mean"] <= 0.94
+    assert all(0.85 <= cov[m] <= 0.95 for m in iv.names)
+    # the bias is learned: the interval is not centred on the prediction
+    assert np.all(np.asarray(iv.q_hi) > np.abs(np.asarray(iv.q_lo)))
+
+
+def test_interval_contains_prediction_scaled_by_quantiles():
+    iv = ConformalIntervals(0.8).fit(np.ones((5, 12)) * 2.0, np.ones((5, 12)))
+    low, high = iv.interval(np.full(12, 4.0))
+    # every residual is log((2 + eps) / (1 + eps)): the interval is 4 scaled by that ratio
+    eps = 0.02
+    ratio = (2 + eps) / (1 + eps)
+    assert np.allclose(low, (4 + eps) * ratio - eps) and np.allclose(high, low)
+
+
+def test_finite_sample_level_with_few_jobs():
+    # with 9 calibration jobs the 90% interval needs the largest residual (ceil(10 * .95)/9 > 1)
+    meas = np.tile(np.arange(1, 10, dtype=float)[:, None], (1, 12))
+    pred = np.ones((9, 12))
+    iv = ConformalIntervals(0.9).fit(meas, pred)
+    eps = 0.01 * 5
+    assert iv.q_hi[0] == pytest.approx(np.log((9 + eps) / (1 + eps)))
+
+
+def test_coverage_counts_by_hand_and_skips_nan():
+    meas = np.array([[1.0] * 12, [5.0] * 12, [np.nan] * 12])
+    low = np.zeros((3, 12))
+    high = np.full((3, 12), 2.0)
+    cov = coverage(meas, low, high)
+    assert cov["compute_burst_amount"] == 0.5 and cov["mean"] == 0.5 and cov["n"] == 3
+
+
+def test_round_trip_and_errors():
+    rng = np.random.default_rng(1)
+    iv = ConformalIntervals(0.9).fit(*_noisy(50, rng))
+    again = ConformalIntervals.from_dict(iv.to_dict())
+    p = rng.uniform(1, 5, size=(3, 12))
+    assert np.allclose(again.interval(p)[0], iv.interval(p)[0])
+    with pytest.raises(DripleError, match="not calibrated"):
+        ConformalIntervals().interval(p)
+    with pytest.raises(DripleError, match="coverage"):
+        ConformalIntervals(1.5).fit(*_noisy(5, rng))
+    with pytest.raises(DripleError, match="12 metrics"):
+        iv.interval(np.ones((2, 3)))
+    with pytest.raises(DripleError, match="method"):
+        ConformalIntervals.from_dict({"method": "ensemble"})

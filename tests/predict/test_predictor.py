@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+from predict_helpers import tiny_mlp
+
+from driple.errors import DripleError
+from driple.metrics import METRICS
+from driple.predict.predictor import Predictor, resize_batch
+
+
+@pytest.fixture
+def predictor(registry):
+    return Predictor.load("cpu-ddp-w2-lo")
+
+
+def test_predict_model_gives_profile_with_intervals(predictor):
+    prof = predictor.predict(tiny_mlp(), torch.randn(4, 8), optimizer="adam", batch_size=6)
+    assert prof.setting == "cpu-ddp-w2-lo" and "batch 6" in prof.model
+    assert list(prof.metrics) == list(METRICS)
+    for m in METRICS:
+        lo, hi = prof.intervals[m]
+        assert 0 <= lo <= prof.metrics[m] <= hi
+    assert prof.nominal_coverage == 0.9
+    assert set(predictor.timings) == {"build_s", "infer_s"}
+
+
+def test_predict_many_matches_single(predictor):
+    graphs = [predictor.build_graph(tiny_mlp(h), torch.randn(4, 8)) for h in (8, 64)]
+    many = predictor.predict_many(graphs)
+    one = predictor.predict_many(graphs[1:])
+    assert len(many) == 2 and many[1].metrics == pytest.approx(one[0].metrics, rel=1e-5)
+    assert predictor.predict_many([]) == []
+
+
+def test_predict_job_zoo_and_user_factory(predictor, tmp_path):
+    prof = predictor.predict_zoo("mlp", batch_size=4, hidden=32, layers=1)
+    assert prof.model.startswith("mlp") and "hidden=32" in prof.model
+    code = tmp_path / "mymodels.py"
+    code.write_text("import torch\n"
+                    "def build(batch_size=None):\n"
+                    "    m = torch.nn.Linear(8, 2)\n    m.input_shape = (8,)\n    return m\n"
+                    "def nothing():\n    return 42\n"
+                    "def untraceable():\n"
+                    "    class M(torch.nn.Module):\n"
+                    "        input_shape = (8,)\n"
+                    "        def __init__(self):\n            super().__init__(); self.l = torch.nn.Linear(8, 2)\n"
+                    "        def forward(self, x):\n"
+                    "            return self.l(x) if x.sum() > 0 else -self.l(x)\n"
+                    "    return M()\n"
+                    "def boom():\n    raise ValueError('bad config')\n")
+    prof = predictor.predict_job(f"{code}:build", batch_size=5)
+    assert "batch 5" in prof.model
+    with pytest.raises(DripleError, match="expected a workload or an nn.Module"):
+        predictor.predict_job(f"{code}:nothing")
+    with pytest.raises(DripleError, match="data-dependent|control flow|trace"):
+        predictor.predict_job(f"{code}:untraceable", batch_size=2)
+    with pytest.raises(DripleError, match="could not be built: ValueError: bad config"):
+        predictor.predict_job(f"{code}:boom")
+    with pytest.raises(DripleError, match="cannot import module"):
+        predictor.predict_job("no_such_pkg_xyz.models:build")
+    with pytest.raises(DripleError, match="at least 1"):
+        predictor.predict_job("mlp", batch_size=0)
+
+
+def test_resize_batch():
+    x, y = torch.arange(3).view(3, 1).float(), torch.arange(3)
+    bx, by = resize_batch((x, y), 7)
+    assert bx.shape == (7, 1) and by.tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert resize_batch({"a": x}, 2)["a"].shape == (2, 1)
+    with pytest.raises(DripleError, match="different first dimensions"):
+        resize_batch((x, torch.zeros(5)), 4)
+    with pytest.raises(DripleError, match="at least 1"):
+        resize_batch(x, 0)
+
+
+def test_load_by_path(registry):
+    p = Predictor.load(str(registry / "cpu-ddp-w2-lo"))
+    assert p.setting == "cpu-ddp-w2-lo" and p.intervals is not None
+    with pytest.raises(DripleError, match="no inspector checkpoint"):
+        Predictor.load(str(registry / "nowhere" / "x.pt"))
