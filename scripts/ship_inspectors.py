@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""Train the shipped inspectors from the shipped datasets and register them in trained_models/.
+
+The source setting's inspector is trained from scratch; every target setting's is transferred
+from it with the paper's scheme (first half of the shared layer's repetitions frozen, the rest
+and the MLP fine-tuned). Each gets split-conformal intervals calibrated on its validation jobs,
+their coverage measured on its test jobs, a model card and a checksum in the registry.
+
+    python scripts/ship_inspectors.py                   # all three settings, ~minutes on 2 cores
+    python scripts/ship_inspectors.py --targets ""      # the source only
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+DESCRIPTIONS = {
+    "cpu-ddp-w2-lo": "DDP all-reduce (gloo), 2 CPU workers of one core each on one host, loopback.",
+    "cpu-ddp-w2-1g": "DDP all-reduce (gloo), 2 CPU workers, each on an emulated host (network "
+                     "namespace) joined by 1 Gbit/s links (tc tbf).",
+    "cpu-ps-p1w2-1g": "Parameter server (torch.distributed.rpc over TCP), 1 server + 2 CPU "
+                      "workers, synchronous, each on an emulated host with 1 Gbit/s links.",
+}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", default="cpu-ddp-w2-lo")
+    p.add_argument("--targets", default="cpu-ddp-w2-1g,cpu-ps-p1w2-1g",
+                   help="comma-separated target settings (default: both 1g settings)")
+    p.add_argument("--datasets", default=os.path.join(ROOT, "datasets"))
+    p.add_argument("--out", default=os.path.join(ROOT, "trained_models"))
+    p.add_argument("--groups", type=int, default=100)
+    p.add_argument("--grouping", default="uniform")
+    p.add_argument("--repeats", type=int, default=10, help="K (default 10; see the design study)")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--graph-attr", action="store_true")
+    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--patience", type=int, default=30)
+    p.add_argument("--target-scaling", default="max")
+    p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
+    p.add_argument("--build-workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from driple.errors import DripleError
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import TrainOptions, train_inspector
+    from driple.inspector.transfer import finetune
+    from driple.predict.shipping import calibrate, ship
+
+    torch.set_num_threads(args.threads)
+    command = "python scripts/ship_inspectors.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    options = TrainOptions(epochs=args.epochs, patience=args.patience,
+                           target_scaling=args.target_scaling, seed=args.seed)
+
+    def load(setting):
+        root = os.path.join(args.datasets, setting)
+        if not os.path.exists(os.path.join(root, "results.csv")):
+            raise DripleError(f"no dataset for {setting} at {root}")
+        return InspectorDataset(os.path.relpath(root, ROOT) if root.startswith(ROOT) else root,
+                                groups=args.groups, grouping=args.grouping,
+                                workers=args.build_workers)
+
+    try:
+        os.chdir(ROOT)  # datasets are recorded relative to the repository
+        t0 = time.perf_counter()
+        source_ds = load(args.source)
+        split = random_split(source_ds, seed=args.seed)
+        print(f"{args.source}: {len(source_ds)} jobs; train {len(split.train)}, val "
+              f"{len(split.val)}, test {len(split.test)}", flush=True)
+        source = train_inspector(source_ds, split, hidden_channels=args.hidden,
+                                 num_repeats=args.repeats, graph_attr=args.graph_attr,
+                                 options=options)
+        cov = calibrate(source, source_ds, split, args.coverage)
+        entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
+                     trained=f"from scratch on {len(split.train)} jobs of datasets/{args.source} "
+                             f"(random split, seed {args.seed})",
+                     command=command, root=args.out, default=True)
+        _report(args.source, entry, cov, time.perf_counter() - t0)
+
+        for target in [t for t in args.targets.split(",") if t.strip()]:
+            t0 = time.perf_counter()
+            ds = load(target)
+            tsplit = random_split(ds, seed=args.seed)
+            tuned = finetune(source, ds, fraction=1.0, scheme="paper", split=tsplit, options=options)
+            cov = calibrate(tuned, ds, tsplit, args.coverage)
+            entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
+                         trained=f"transferred from {args.source} (paper scheme: first half of "
+                                 f"the K repetitions frozen) with {len(tsplit.train)} jobs of "
+                                 f"datasets/{target} (random split, seed {args.seed})",
+                         command=command, root=args.out)
+            _report(target, entry, cov, time.perf_counter() - t0)
+    except DripleError as err:
+        print(f"ship_inspectors: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _report(setting, entry, cov, seconds):
+    s = entry["scores"]
+    print(f"{setting}: test NRMSE {s['test_nrmse_mean']:.3f}, MAPE {s['test_mape_mean']:.0f}% on "
+          f"{s['n_test']} jobs; {cov['nominal']:.0%} intervals cover {cov.get('mean', float('nan')):.0%}"
+          f" of test values; {seconds:.0f} s -> {entry['path']} (sha256 {entry['sha256'][:12]})",
+          flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
