@@ -116,6 +116,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     clean.add_argument("--all", action="store_true", help="remove every driple- namespace and link")
     clean.set_defaults(func=cmd_cleanup)
 
+    relabel = cs.add_parser(
+        "relabel", help="recompute a dataset's labels from its raw series and compare",
+        description="Recompute the 12 metrics of every ok job of DATASET from raw/<job>.npz and "
+        "the steady-state windows in raw/<job>.json (the labeller as shipped) and compare them "
+        "with results.csv. Exit status 1 if any value differs.")
+    relabel.add_argument("dataset", help="dataset directory, e.g. datasets/cpu-ddp-w2-lo")
+    relabel.add_argument("--json", action="store_true", help="print the report as JSON")
+    relabel.add_argument("--no-progress", action="store_true", help="no progress bar")
+    relabel.set_defaults(func=cmd_relabel)
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from driple.collect.job import JobInterrupted, JobSpec
@@ -211,6 +221,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
     path = plot_job(args.run, args.out, dataset=args.dataset, targets=args.target, span=args.span, start=args.start)
     print(f"wrote {path}")
     return 0
+
+
+def cmd_relabel(args: argparse.Namespace) -> int:
+    from driple.collect.relabel import check_dataset
+
+    if not (Path(args.dataset) / "results.csv").exists():
+        raise DripleError(f"{args.dataset} holds no results.csv; pass a dataset directory")
+    report = check_dataset(args.dataset, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{args.dataset}: {report['identical']} of {report['jobs']} jobs relabelled to "
+              f"identical values; {len(report['mismatched'])} differing values; "
+              f"{len(report['errors'])} jobs could not be relabelled")
+        for m in report["mismatched"][:10]:
+            print(f"  {m['job_id']} {m['metric']}: table {m['table']!r}, relabelled {m['relabelled']!r}")
+        for job, why in list(report["errors"].items())[:10]:
+            print(f"  {job}: {why}")
+    return 0 if not report["mismatched"] and not report["errors"] else 1
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
