@@ -1,0 +1,425 @@
+"""A job's predicted resource profile, in the terms a scheduler uses: duty cycle, period, mean load.
+
+:class:`ResourceProfile` holds the 12 metrics of one worker (``driple.metrics.METRICS``), with
+optional prediction intervals, and derives per resource:
+
+- **period** (s) = burst duration + idle duration: one burst/idle cycle;
+- **duty cycle** = burst duration / period: the share of time the resource is in burst;
+- **mean load** = idle level + (burst amount - idle level) x duty cycle (units of the burst
+  amount: % of a core or % GPU, % of host memory, MB/s).
+
+Assumptions (they change the numbers; each is a reading of the 12 metrics, which hold no idle
+*level*, only the burst level and the lengths of burst and idle runs):
+
+1. **The series is a periodic square wave**: the burst level for ``burst_duration``, then the
+   idle level for ``idle_duration``, repeated. Real runs vary in length; the metrics are means.
+2. **Idle level 0 for compute, TX and RX** (and for memory on GPU hosts, where it is the memory
+   controller's busy %). Then mean load = burst amount x duty cycle, a *lower* bound: on this
+   project's CPU loopback jobs the k-means idle centre of compute lies anywhere between 3% and
+   70% of a core (the two workers fill both cores), TX/RX idle centres at 1-25 MB/s.
+3. **Memory on CPU hosts is a level, not an on/off demand.** RSS never drops to 0 between
+   bursts: it swings every iteration around a level of hundreds of MB, and on 10 of this
+   project's CPU loopback jobs the k-means idle centre is 50-90% of the burst amount. A memory
+   footprint must also fit at its peak, or the host swaps. So the idle level of memory defaults
+   to the burst amount: the mean load is the burst amount (an upper bound, too high by
+   (1 - idle centre / burst amount) x idle share, 2-12% on those jobs) and the expected series
+   is flat.
+4. Negative predicted values (a regression head can return them) count as 0; a profile whose
+   burst and idle durations are both 0 carries no timing and counts as always in burst (duty
+   cycle 1, the safe reading for packing).
+
+Pass ``idle_levels={"compute": 40.0}`` (units of the burst amount) when the idle level is known,
+e.g. from a measured run; it replaces the default of that resource.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from driple.errors import DripleError
+from driple.metrics import METRICS, RESOURCES, UNITS, unit
+
+PROFILE_SCHEMA = "driple-profile/1"
+
+# Plain names used in text and plots.
+NAMES = {"compute": "compute", "memory": "memory", "tx": "network TX", "rx": "network RX"}
+
+
+def device_of(setting: str) -> str:
+    """``"gpu"`` or ``"cpu"``: the device kind of a setting id (``cpu`` when it cannot be read)."""
+    from driple.settings import parse_setting
+
+    try:
+        return parse_setting(setting).device
+    except DripleError:
+        return "gpu" if str(setting).strip().lower().startswith("gpu") else "cpu"
+
+
+@dataclass(frozen=True)
+class ResourceShape:
+    """One resource of a profile as a two-level square wave.
+
+    ``burst_amount`` and ``idle_level`` in the resource's unit (%, MB/s); durations in s, all
+    already clipped at 0 (module docstring, assumption 4).
+    """
+
+    burst_amount: float
+    burst_duration_s: float
+    idle_duration_s: float
+    idle_level: float = 0.0
+
+    @property
+    def period_s(self) -> float:
+        """Burst + idle duration (s)."""
+        return self.burst_duration_s + self.idle_duration_s
+
+    @property
+    def duty_cycle(self) -> float:
+        """Share of time in burst, in [0, 1]; 1 when both durations are 0 (no timing known)."""
+        p = self.period_s
+        return self.burst_duration_s / p if p > 0 else 1.0
+
+    @property
+    def mean_load(self) -> float:
+        """Time-average level: idle level + (burst amount - idle level) x duty cycle."""
+        return self.idle_level + (self.burst_amount - self.idle_level) * self.duty_cycle
+
+    def level(self, t: np.ndarray, phase: float = 0.0) -> np.ndarray:
+        """The square wave at times ``t`` (s): burst level on ``[phase, phase + burst)`` mod period."""
+        t = np.asarray(t, dtype=np.float64)
+        d = self.duty_cycle
+        if self.period_s <= 0 or d >= 1.0:
+            return np.full(t.shape, self.burst_amount)
+        if d <= 0.0:
+            return np.full(t.shape, self.idle_level)
+        # a nudge of 1e-9 period keeps samples that fall on a period boundary (t = k x period,
+        # which np.mod may put at period - 1 ulp) at the start of the cycle
+        pos = np.mod(t - phase + 1e-9 * self.period_s, self.period_s)
+        return np.where(pos < self.burst_duration_s, self.burst_amount, self.idle_level)
+
+
+@dataclass
+class ResourceProfile:
+    """The predicted burst/idle profile of one worker of a job.
+
+    Args:
+        setting: Setting id the prediction is for, e.g. ``cpu-ddp-w2-lo`` (its device kind sets
+            the unit of compute and the default idle level of memory).
+        model: Plain description of the job, e.g. ``resnet32 bs64 sgd``.
+        metrics: The 12 metrics, ``{metric: value}`` with every name of
+            ``driple.metrics.METRICS``; stored in that order, as floats.
+        intervals: Optional ``{metric: (low, high)}`` prediction intervals, same units.
+        nominal_coverage: Coverage the intervals aim at, e.g. 0.9; None without intervals.
+        idle_levels: Optional ``{resource: level}`` overriding the assumed idle levels.
+    """
+
+    setting: str
+    model: str
+    metrics: dict
+    intervals: dict | None = None
+    nominal_coverage: float | None = None
+    idle_levels: dict | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metrics, Mapping):
+            raise DripleError("metrics must be a {metric: value} dict with the 12 driple metrics")
+        missing = [m for m in METRICS if m not in self.metrics]
+        extra = [m for m in self.metrics if m not in METRICS]
+        if missing or extra:
+            raise DripleError(
+                f"a profile needs exactly the 12 metrics of driple.metrics.METRICS; "
+                f"missing {missing}, unknown {extra}"
+            )
+        self.metrics = {m: _finite(self.metrics[m], m) for m in METRICS}
+        if self.intervals is not None:
+            bad = [m for m in self.intervals if m not in METRICS]
+            if bad:
+                raise DripleError(f"intervals for unknown metric(s) {bad}; use names of driple.metrics.METRICS")
+            iv = {}
+            for m in METRICS:
+                if m in self.intervals:
+                    lo, hi = (_finite(v, m) for v in self.intervals[m])
+                    if lo > hi:
+                        raise DripleError(f"interval of {m} has low {lo} > high {hi}")
+                    iv[m] = (lo, hi)
+            self.intervals = iv
+        if self.nominal_coverage is not None:
+            c = _finite(self.nominal_coverage, "nominal_coverage")
+            if not 0.0 < c < 1.0:
+                raise DripleError(f"nominal_coverage must lie strictly between 0 and 1, got {c}")
+            self.nominal_coverage = c
+        if self.idle_levels is not None:
+            bad = [r for r in self.idle_levels if r not in RESOURCES]
+            if bad:
+                raise DripleError(f"idle_levels for unknown resource(s) {bad}; use {list(RESOURCES)}")
+            self.idle_levels = {r: _finite(self.idle_levels[r], r) for r in RESOURCES if r in self.idle_levels}
+        self.setting = str(self.setting)
+        self.model = str(self.model)
+
+    @classmethod
+    def from_array(cls, setting: str, model: str, values, **kwargs) -> "ResourceProfile":
+        """Build from 12 values in ``METRICS`` order (one row of a predictor's output)."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        if v.size != len(METRICS):
+            raise DripleError(f"expected {len(METRICS)} values in driple.metrics.METRICS order, got {v.size}")
+        return cls(setting, model, dict(zip(METRICS, v.tolist())), **kwargs)
+
+    # ----- derived quantities -----
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"gpu"``, from the setting id."""
+        return device_of(self.setting)
+
+    def idle_level(self, resource: str) -> float:
+        """Level between bursts (unit of the burst amount); see the module's assumptions 2-3."""
+        _check_resource(resource)
+        if self.idle_levels and resource in self.idle_levels:
+            return self.idle_levels[resource]
+        if resource == "memory" and self.device == "cpu":
+            return max(self.metrics["memory_burst_amount"], 0.0)
+        return 0.0
+
+    def shape(self, resource: str) -> ResourceShape:
+        """The resource as a two-level square wave (negative metrics read as 0)."""
+        _check_resource(resource)
+        m = self.metrics
+        return ResourceShape(
+            burst_amount=max(m[f"{resource}_burst_amount"], 0.0),
+            burst_duration_s=max(m[f"{resource}_burst_duration"], 0.0),
+            idle_duration_s=max(m[f"{resource}_idle_duration"], 0.0),
+            idle_level=self.idle_level(resource),
+        )
+
+    def duty_cycle(self, resource: str) -> float:
+        """burst duration / (burst + idle duration), in [0, 1]."""
+        return self.shape(resource).duty_cycle
+
+    def period_s(self, resource: str) -> float:
+        """burst + idle duration (s)."""
+        return self.shape(resource).period_s
+
+    def mean_load(self, resource: str) -> float:
+        """Expected time-average of the resource, in its unit (see assumptions)."""
+        return self.shape(resource).mean_load
+
+    def units(self) -> dict:
+        """``{metric: unit}``; compute's % is of one core on CPU hosts, GPU utilisation on GPU hosts."""
+        return {m: unit(m) for m in METRICS}
+
+    # ----- plain data -----
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict (schema ``driple-profile/1``); derived values included for readers.
+
+        Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
+        nominal_coverage, idle_levels (overrides or null), resources`` where ``resources[res]``
+        holds ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s,
+        idle_duration_s, idle_level``. :meth:`from_dict` reads it back (derived keys ignored).
+        """
+        resources = {}
+        for r in RESOURCES:
+            s = self.shape(r)
+            resources[r] = {
+                "duty_cycle": s.duty_cycle,
+                "period_s": s.period_s,
+                "mean_load": s.mean_load,
+                "burst_amount": s.burst_amount,
+                "burst_duration_s": s.burst_duration_s,
+                "idle_duration_s": s.idle_duration_s,
+                "idle_level": s.idle_level,
+            }
+        return {
+            "schema": PROFILE_SCHEMA,
+            "setting": self.setting,
+            "model": self.model,
+            "metrics": dict(self.metrics),
+            "units": self.units(),
+            "intervals": None if self.intervals is None else {m: [lo, hi] for m, (lo, hi) in self.intervals.items()},
+            "nominal_coverage": self.nominal_coverage,
+            "idle_levels": None if self.idle_levels is None else dict(self.idle_levels),
+            "resources": resources,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "ResourceProfile":
+        """Inverse of :meth:`to_dict` (``units`` and ``resources`` are recomputed, not read)."""
+        schema = d.get("schema", PROFILE_SCHEMA)
+        if schema != PROFILE_SCHEMA:
+            raise DripleError(f"unknown profile schema {schema!r}; this driple reads {PROFILE_SCHEMA!r}")
+        for k in ("setting", "model", "metrics"):
+            if k not in d:
+                raise DripleError(f"profile dict lacks {k!r}; it needs setting, model and metrics")
+        iv = d.get("intervals")
+        return cls(
+            setting=d["setting"],
+            model=d["model"],
+            metrics=dict(d["metrics"]),
+            intervals=None if iv is None else {m: tuple(v) for m, v in iv.items()},
+            nominal_coverage=d.get("nominal_coverage"),
+            idle_levels=d.get("idle_levels"),
+        )
+
+    # ----- expected series -----
+
+    def timeseries(self, seconds: float, hz: float = 100.0, phase=None) -> tuple[np.ndarray, dict]:
+        """The expected square waves: ``(t, {resource: values})``, ``t = 0, 1/hz, ...`` below ``seconds``.
+
+        Each wave is in burst on ``[phase, phase + burst_duration)`` modulo the period, at its
+        idle level otherwise (assumptions in the module docstring). ``phase`` (s) is one offset
+        for all resources or ``{resource: offset}``; default 0 (a burst starts at t = 0).
+        Point samples: a burst shorter than ``1/hz`` may fall between samples.
+        """
+        if not (seconds > 0 and hz > 0):
+            raise DripleError(f"timeseries needs seconds > 0 and hz > 0, got {seconds}, {hz}")
+        n = int(math.floor(seconds * hz + 1e-9))
+        t = np.arange(max(n, 1)) / float(hz)
+        if phase is None:
+            phases = {r: 0.0 for r in RESOURCES}
+        elif isinstance(phase, Mapping):
+            bad = [r for r in phase if r not in RESOURCES]
+            if bad:
+                raise DripleError(f"phase for unknown resource(s) {bad}; use {list(RESOURCES)}")
+            phases = {r: float(phase.get(r, 0.0)) for r in RESOURCES}
+        else:
+            phases = {r: float(phase) for r in RESOURCES}
+        return t, {r: self.shape(r).level(t, phases[r]) for r in RESOURCES}
+
+    # ----- words -----
+
+    def _amount_words(self, resource: str, value: float) -> str:
+        if resource == "compute":
+            return f"{_num(value)}% of a core" if self.device == "cpu" else f"{_num(value)}% GPU utilisation"
+        if resource == "memory":
+            return f"{_num(value)}% of host memory" if self.device == "cpu" else f"{_num(value)}% memory-controller utilisation"
+        return f"{_num(value)} {UNITS[resource]}"
+
+    def describe_resource(self, resource: str) -> str:
+        """One plain sentence about one resource (numbers rounded to 3 significant digits)."""
+        s = self.shape(resource)
+        name = NAMES[resource]
+        amount = self._amount_words(resource, s.burst_amount)
+        mean = self._amount_words(resource, s.mean_load)
+        if resource == "memory" and self.device == "cpu" and s.idle_level == s.burst_amount:
+            return (
+                f"memory holds up to {amount} (RSS; peak level {_pct(s.duty_cycle)} of the time, "
+                f"cycle {_dur(s.period_s)})"
+            )
+        if s.duty_cycle <= 0.0:
+            return f"{name} idle (at {self._amount_words(resource, s.idle_level)})"
+        if s.duty_cycle >= 1.0:
+            return f"{name} busy all the time at {amount}"
+        idle = "" if s.idle_level == 0 else f" (idle level {self._amount_words(resource, s.idle_level)})"
+        return (
+            f"{name} busy {_pct(s.duty_cycle)} of the time in {_dur(s.burst_duration_s)} bursts at "
+            f"{amount}, idle {_dur(s.idle_duration_s)} between{idle}; mean {mean}"
+        )
+
+    def describe(self) -> str:
+        """One line per resource in plain words, e.g. ``network TX busy 35% of the time in 120 ms
+        bursts at 410 MB/s, idle 223 ms between; mean 144 MB/s``."""
+        return "\n".join(self.describe_resource(r) for r in RESOURCES)
+
+    def summary(self) -> str:
+        """The one sentence a scheduler wants: the mean load of every resource, and the network
+        burst pattern (what collides when jobs share a link)."""
+        c, m, tx, rx = (self.shape(r) for r in RESOURCES)
+        net = tx if tx.burst_amount * tx.duty_cycle >= rx.burst_amount * rx.duty_cycle else rx
+        net_name = "TX" if net is tx else "RX"
+        words = (
+            f"{self.model} on {self.setting} uses per worker on average "
+            f"{self._amount_words('compute', c.mean_load)}, {self._amount_words('memory', m.mean_load)}, "
+            f"TX {_num(tx.mean_load)} MB/s and RX {_num(rx.mean_load)} MB/s"
+        )
+        if 0.0 < net.duty_cycle < 1.0:
+            words += (
+                f"; its network ({net_name}) bursts at {_num(net.burst_amount)} MB/s for "
+                f"{_dur(net.burst_duration_s)} every {_dur(net.period_s)}"
+            )
+        return words + "."
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def plot_profile(profile: ResourceProfile, path, seconds: float = 2.0, hz: float = 1000.0, phase=None) -> Path:
+    """Draw the four expected series stacked (PNG/PDF/SVG by suffix); returns the path written.
+
+    Each panel: the square wave, its mean load (dashed) and, when the profile has an interval for
+    the burst amount, that interval as a band.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t, series = profile.timeseries(seconds, hz=hz, phase=phase)
+    labels = {
+        "compute": "compute (% of a core)" if profile.device == "cpu" else "compute (% GPU)",
+        "memory": "memory (% of host)" if profile.device == "cpu" else "memory (% busy)",
+        "tx": "TX (MB/s)",
+        "rx": "RX (MB/s)",
+    }
+    fig, axes = plt.subplots(len(RESOURCES), 1, figsize=(8, 7), sharex=True)
+    for ax, r in zip(axes, RESOURCES):
+        s = profile.shape(r)
+        ax.plot(t, series[r], drawstyle="steps-post", color="C0", lw=1.2)
+        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {_amount(s.mean_load, r)}")
+        iv = (profile.intervals or {}).get(f"{r}_burst_amount")
+        if iv is not None:
+            cov = f"{_pct(profile.nominal_coverage)} " if profile.nominal_coverage else ""
+            ax.axhspan(iv[0], iv[1], color="C0", alpha=0.12, lw=0, label=f"burst amount {cov}interval")
+        ax.set_ylabel(labels[r])
+        top = max(s.burst_amount, iv[1] if iv is not None else 0.0)
+        ax.set_ylim(bottom=min(0.0, float(np.min(series[r]))), top=top * 1.4 if top > 0 else 1.0)
+        ax.legend(loc="upper right", fontsize=8, ncol=2, framealpha=0.9)
+    axes[-1].set_xlabel("time (s)")
+    axes[0].set_title(f"{profile.model} on {profile.setting}: expected per-worker pattern", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _finite(v, what: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise DripleError(f"{what} must be a number, got {v!r}") from None
+    if not math.isfinite(x):
+        raise DripleError(f"{what} must be finite, got {x}")
+    return x
+
+
+def _check_resource(resource: str) -> None:
+    if resource not in RESOURCES:
+        raise DripleError(f"unknown resource {resource!r}; use one of {', '.join(RESOURCES)}")
+
+
+def _num(x: float) -> str:
+    """3 significant digits, no exponent for everyday magnitudes: 410, 97.5, 2.48, 0.0123."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+def _amount(x: float, resource: str) -> str:
+    return f"{_num(x)}%" if UNITS[resource] == "%" else f"{_num(x)} {UNITS[resource]}"
+
+
+def _pct(fraction: float) -> str:
+    """Percent, whole numbers except below 1%: 35%, 0.4%."""
+    p = 100 * fraction
+    return f"{p:.1f}%" if 0 < p < 1 else f"{p:.0f}%"
+
+
+def _dur(seconds: float) -> str:
+    """Milliseconds below 1 s (120 ms, 9.5 ms), else seconds (1.53 s)."""
+    return f"{_num(seconds * 1000)} ms" if seconds < 1 else f"{seconds:.2f} s"
