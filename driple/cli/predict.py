@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     co.add_argument("jobs", nargs="+", metavar="JOB", help="MODEL[,knob=value...], at least two")
     co.add_argument("--setting", default=None, help="setting id or checkpoint path (as for predict)")
     co.add_argument("--cores", type=float, default=None,
-                    help="compute capacity in cores (default: this host's core count)")
+                    help="cores of one worker slot (default: this host's cores / the setting's "
+                    "ranks on loopback, e.g. 1 for cpu-ddp-w2-lo on 2 cores)")
     co.add_argument("--link-mbps", type=float, default=None,
                     help="link capacity in MB/s per direction (default: from the setting: 125 for "
                     "1g, 1250 for 10g; unlimited for loopback)")
@@ -178,53 +179,69 @@ def run_settings(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- colocate
-def _link_capacity(setting_id: str):
-    from driple.settings import parse_setting
-
-    bps = parse_setting(setting_id).link_bps
-    return None if not bps else bps / 8e6
-
-
 def run_colocate(args: argparse.Namespace) -> int:
-    import os
-
     from driple.predict.colocate import colocate, rank_pairs
 
     if len(args.jobs) < 2:
         raise DripleError("give at least two jobs to co-locate")
     predictor = _predictor(args.setting)
-    profiles = []
-    for text in args.jobs:
-        job = parse_job(text)
-        profiles.append(predictor.predict_job(job["model"], batch_size=job["batch_size"],
-                                              optimizer=job["optimizer"], knobs=job["knobs"]))
-    capacity = capacity_for(predictor.setting, cores=args.cores, link_mbps=args.link_mbps,
-                            default_cores=os.cpu_count() or 1)
+    jobs = [parse_job(text) for text in args.jobs]
+    profiles = {}
+    for i, (text, job) in enumerate(zip(args.jobs, jobs)):
+        profile = predictor.predict_job(job["model"], batch_size=job["batch_size"],
+                                        optimizer=job["optimizer"], knobs=job["knobs"])
+        profiles[f"{i + 1}:{text}"] = profile
+    capacity = slot_capacity(predictor.setting, cores=args.cores, link_mbps=args.link_mbps)
     report = colocate(profiles, capacity)
-    pairs = rank_pairs(profiles, capacity)
+    pairs = rank_pairs(profiles, capacity) if len(profiles) > 2 else []
     if args.json:
         json.dump({"setting": predictor.setting, "capacity": capacity,
-                   "jobs": [p.to_dict() for p in profiles], "report": report.to_dict(),
-                   "pairs": [p.to_dict() for p in pairs]}, sys.stdout, indent=2)
+                   "jobs": {k: p.to_dict() for k, p in profiles.items()},
+                   "report": report.to_dict(), "pairs": [p.to_dict() for p in pairs]},
+                  sys.stdout, indent=2)
         print()
         return 0
-    print(f"setting {predictor.setting}; capacity: " +
-          ", ".join(f"{k} {('unlimited' if v is None else _num(v))}" for k, v in capacity.items()))
-    for i, p in enumerate(profiles):
-        print(f"  job {i + 1}: {p.model}: {p.summary()}")
-    print()
-    print(report.format() if hasattr(report, "format") else json.dumps(report.to_dict(), indent=2))
-    if len(profiles) > 2 and pairs:
-        print("\npairs, best first:")
-        for pair in pairs:
-            print(f"  {pair.format() if hasattr(pair, 'format') else pair.to_dict()}")
+    print(format_colocation(predictor.setting, profiles, capacity, report, pairs))
     return 0
 
 
-def capacity_for(setting_id: str, cores=None, link_mbps=None, default_cores: int = 1) -> dict:
-    """Capacity per resource in the metrics' units: compute in % of one core (100 per core, as
-    the compute burst amount is per worker), memory 100 % of the host, tx/rx in MB/s (None:
-    unlimited)."""
-    link = link_mbps if link_mbps is not None else _link_capacity(setting_id)
-    return {"compute": 100.0 * (cores if cores is not None else default_cores), "memory": 100.0,
-            "tx": link, "rx": link}
+def format_colocation(setting, profiles, capacity, report, pairs) -> str:
+    from driple.metrics import RESOURCES
+
+    cap = ", ".join(f"{r} {'unlimited' if capacity.get(r) is None else _num(capacity[r])}"
+                    for r in RESOURCES)
+    lines = [f"setting {setting}; capacity of one worker slot: {cap}"]
+    for name, p in profiles.items():
+        lines.append(f"  job {name}: {p.summary()}")
+    lines += ["", f"{'resource':<9}{'combined mean':>15}{'of capacity':>13}{'collide':>10}{'overloaded':>12}"]
+    for res in RESOURCES:
+        r = report.resources[res]
+        util = "-" if r.utilisation is None else f"{r.utilisation:.0%}"
+        over = "-" if r.overload_probability is None else f"{r.overload_probability:.0%}"
+        lines.append(f"{res:<9}{_num(r.combined_mean) + ' ' + r.unit:>15}{util:>13}"
+                     f"{r.collision_probability:>10.0%}{over:>12}")
+    lines += ["", f"verdict: {report.verdict} -- {report.reason}",
+              "(collide: share of time two or more jobs burst at once, independent random phases; "
+              "overloaded: share of time demand exceeds capacity)"]
+    if pairs:
+        lines += ["", "pairs, best first:"]
+        lines += [f"  {' + '.join(p.jobs)}: {p.verdict} -- {p.reason}" for p in pairs]
+    return "\n".join(lines)
+
+
+def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None) -> dict:
+    """Capacity of one worker slot in the metrics' units: the metrics are per worker, and jobs
+    co-located in a setting put one worker in each slot. On loopback the host's cores and
+    memory are split between the setting's workers (2 workers on 2 cores: 1 core and 50 % of
+    memory per slot); with emulated links each worker has its host's link to itself."""
+    import os
+
+    from driple.predict.colocate import host_capacity
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting_id)
+    ranks_here = s.workers + s.servers if s.network == "lo" else 1
+    host = host_cores or os.cpu_count() or 1
+    slot_cores = cores if cores is not None else max(host / max(ranks_here, 1), 0.01)
+    link = link_mbps if link_mbps is not None else (s.link_bps / 8e6 if s.link_bps else None)
+    return host_capacity(cores=slot_cores, link_mb_s=link, memory_pct=100.0 / ranks_here)

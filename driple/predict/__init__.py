@@ -5,6 +5,7 @@ Data flow: :mod:`registry` (which trained inspectors ship, by setting) -> :mod:`
 (:class:`ResourceProfile`: the 12 metrics, duty cycles, expected series) -> :mod:`colocate`
 (combined load and burst collisions of jobs sharing a device or link).
 
+``driple.predict.colocate`` is the module; the function is ``driple.colocate``.
 Importing this package is cheap; torch is imported when a prediction is first made.
 """
 from __future__ import annotations
@@ -14,7 +15,6 @@ _LAZY = {
     "ResourceProfile": "driple.predict.profile",
     "list_settings": "driple.predict.registry",
     "ConformalIntervals": "driple.predict.intervals",
-    "colocate": "driple.predict.colocate",
     "rank_pairs": "driple.predict.colocate",
 }
 
