@@ -79,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--retry-contended", type=float, metavar="PCT",
                        help="also re-run ok jobs measured while other processes used more than PCT %% "
                             "of the host CPU (column host_other_cpu_pct)")
+    sweep.add_argument("--wait-quiet", type=float, default=None, metavar="PCT",
+                       help="before each job, wait until the host is at most PCT %% busy over 3 s "
+                       "(other work on a shared machine would distort the measurement)")
     sweep.add_argument("--max-jobs", type=int, default=None, metavar="N",
                        help="run at most N of the pending jobs (grid order), leave the rest for later")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
@@ -194,7 +197,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
                            retry_failed=args.retry_failed,
                            retry_contended=args.retry_contended, progress=not args.no_progress,
-                           launcher=args.launcher, max_jobs=args.max_jobs)
+                           launcher=args.launcher, max_jobs=args.max_jobs,
+                           wait_quiet=args.wait_quiet)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
               "Run the same command again to continue.", file=sys.stderr)

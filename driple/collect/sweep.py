@@ -21,6 +21,7 @@ one (:meth:`ResultTable.read` keeps the last row per job). Rows of finished jobs
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from driple.collect.job import JobInterrupted, JobSpec, job_id
@@ -113,6 +114,33 @@ def _copy_grid(grid_path: Path, out_dir: Path) -> None:
     os.replace(tmp, dest)
 
 
+def host_busy_pct(window_s: float = 3.0) -> float:
+    """Share (%) of the host's CPU time that was busy over the next ``window_s`` seconds."""
+    def read():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle
+
+    total0, idle0 = read()
+    time.sleep(window_s)
+    total1, idle1 = read()
+    dt = max(total1 - total0, 1)
+    return 100.0 * (dt - (idle1 - idle0)) / dt
+
+
+def wait_for_quiet_host(max_busy_pct: float, window_s: float = 3.0, on_wait=None) -> float:
+    """Block until the host was at most ``max_busy_pct`` % busy over ``window_s``; returns the
+    seconds waited. Between jobs the sweep itself is idle, so what is measured is other work."""
+    start = time.monotonic()
+    while True:
+        busy = host_busy_pct(window_s)
+        if busy <= max_busy_pct:
+            return time.monotonic() - start
+        if on_wait is not None:
+            on_wait(busy, time.monotonic() - start)
+
+
 def run_sweep(
     grid: str | os.PathLike | dict,
     out_dir: str | os.PathLike,
@@ -126,11 +154,13 @@ def run_sweep(
     launcher: str = "env",
     period_s: float = 0.01,
     max_jobs: int | None = None,
+    wait_quiet: float | None = None,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
 
     ``max_jobs`` runs at most that many pending jobs (in grid order) and leaves the rest for a
-    later run, so a long grid can be collected in budgeted slices.
+    later run, so a long grid can be collected in budgeted slices. ``wait_quiet`` (% of host
+    CPU) holds each job until other processes leave the host that quiet (shared machines).
 
     Counts: ``total`` jobs in the grid, ``skipped`` (done before), ``ok``, ``failed``. Ctrl-C
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
@@ -170,6 +200,12 @@ def run_sweep(
                disable=not progress, dynamic_ncols=True)
     try:
         for spec, jid in pending:
+            if wait_quiet is not None:
+                bar.set_postfix_str("waiting for a quiet host", refresh=True)
+                waited = wait_for_quiet_host(
+                    wait_quiet, on_wait=lambda busy, t: bar.set_postfix_str(
+                        f"waiting for a quiet host ({busy:.0f}% busy, {t:.0f} s)", refresh=True))
+                counts["waited_s"] = counts.get("waited_s", 0.0) + waited
             bar.set_postfix_str(f"{spec.model} bs={spec.batch_size}", refresh=True)
             try:
                 result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
