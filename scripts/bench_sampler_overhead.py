@@ -5,6 +5,9 @@ connections (so the tcp_info path is exercised) and one child process, samples t
 ``--seconds`` and reads the sampler process's CPU clock before and after. Target: <= 3 %.
 For scale it also measures the floor: a Python process that only wakes up at the same rate
 (select with a timeout) and does nothing else -- on a small VM that alone costs ~1 %.
+``host_busy_cores`` tells how loaded the host was meanwhile (all CPUs, from /proc/stat): the
+sampler's own CPU time is what is measured, but on a busy host its caches are colder after
+each sleep, which changes that time by a few tenths of a percent either way.
 
     /work/venv/bin/python scripts/bench_sampler_overhead.py [--targets 3] [--seconds 10] [--json]
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -23,6 +27,7 @@ import numpy as np
 
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.proctree import cpu_clock_id
+from driple.collect.sampling.sampler import host_cpu_jiffies
 
 TARGET_PERCENT = 3.0
 
@@ -100,6 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
             sp = SamplerProcess(targets, out, period_s=args.period).start()
             clock = cpu_clock_id(sp.pid)
             cpu0, wall0 = time.clock_gettime_ns(clock), time.monotonic_ns()
+            busy0, total0 = host_cpu_jiffies()
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 for c in peers:
@@ -110,6 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
                         pass
                 time.sleep(0.05)
             cpu1, wall1 = time.clock_gettime_ns(clock), time.monotonic_ns()
+            busy1, total1 = host_cpu_jiffies()
             sp.stop()
             raw = read_raw(out)
             spans = raw.arrays["sample/span_ns"] / 1e3
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "read_us_p99": round(float(np.percentile(spans, 99)), 1),
                 "sampler_cpu_percent_of_one_core": round(100.0 * (cpu1 - cpu0) / (wall1 - wall0), 2),
                 "target_percent": TARGET_PERCENT,
+                "host_busy_cores": round((busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1), 2),
             }
     finally:
         for w in workers:

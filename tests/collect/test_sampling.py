@@ -14,7 +14,7 @@ import pytest
 
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.proctree import ProcessTree, is_running
-from driple.collect.sampling.tcpinfo import TcpInfoReader
+from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader, socket_inodes
 from driple.errors import DripleError
 
 
@@ -254,6 +254,72 @@ def test_inet_diag_reader_finds_our_socket():
     finally:
         a.close()
         b.close()
+
+
+def _socket_pairs(n: int):
+    srv = socket.create_server(("127.0.0.1", 0))
+    pairs = []
+    for _ in range(n):
+        a = socket.create_connection(srv.getsockname())
+        b, _ = srv.accept()
+        pairs.append((a, b))
+    srv.close()
+    return pairs
+
+
+def test_inet_diag_fast_path_and_attribute_walk_agree():
+    pairs = _socket_pairs(5)
+    try:
+        for i, (a, b) in enumerate(pairs):
+            a.sendall(b"x" * (1000 + i))
+            b.sendall(b"y" * (10 + i))
+        time.sleep(0.05)
+        with TcpInfoReader() as r:
+            table = r.dump()
+            keys = [table[os.fstat(s.fileno()).st_ino][0] for pair in pairs for s in pair]
+            walked = r.query(keys)  # the first answers are walked; the INFO offset is learnt
+            info_at = r._info_at
+            fast = r.query(keys)  # now each answer is one unpack_from
+            r._set_info_at(info_at + 4)  # a wrong guess: every answer falls back to the walk
+            again = r.query(keys)
+            assert r._info_at == info_at
+        assert walked == fast == again
+        expected = []
+        for i in range(5):
+            expected += [(1000 + i + 1, 10 + i), (10 + i, 1000 + i)]  # +1: the connecting side counts its SYN
+        assert fast == expected
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_tcp_accounts_fold_per_target_and_keep_closed_sockets():
+    pairs = _socket_pairs(4)
+    try:
+        for i, (a, b) in enumerate(pairs):
+            a.sendall(b"x" * 1000 * (i + 1))
+        time.sleep(0.05)
+        ino = [os.fstat(a.fileno()).st_ino for a, _ in pairs]
+        acc = TcpAccounts(2)
+        acc.assign([{ino[0], ino[1]}, {ino[2], ino[3]}], now=0.0)
+        assert acc.n_sockets == 4
+        tx, rx = acc.read()
+        assert tx == [1000 + 2000 + 2, 3000 + 4000 + 2] and rx == [0, 0]
+        pairs[1][0].close()
+        pairs[1][1].close()
+        time.sleep(0.05)
+        tx2, _ = acc.read()
+        assert tx2[0] >= tx[0] and tx2[1] == tx[1]  # a closed socket keeps its bytes
+        pairs[2][0].sendall(b"z" * 500)
+        time.sleep(0.05)
+        tx3, _ = acc.read()
+        assert tx3[1] == tx[1] + 500 and tx3[0] == tx2[0]
+        acc.close()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
 
 
 def test_process_tree_reader_directly():

@@ -13,6 +13,33 @@ import os
 import time
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_RDONLY = os.O_RDONLY | os.O_CLOEXEC
+
+
+def read_proc(path: str, whole: bool = False) -> bytes:
+    """A /proc file's first 4 kB (``whole``: all of it) with raw ``open``/``read``.
+
+    Cheaper than a Python file object; a one-record file like ``stat`` fits in one read, but a
+    seq_file with many records (``children``) hands them out a page at a time.
+    """
+    fd = os.open(path, _RDONLY)
+    try:
+        data = os.read(fd, 4096)
+        if whole and data:
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state first), None if gone."""
+    try:
+        data = read_proc(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:].split()
 
 
 def cpu_clock_id(pid: int) -> int:
@@ -22,22 +49,22 @@ def cpu_clock_id(pid: int) -> int:
 
 def start_time(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (field 22 of stat), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return int(data[data.rindex(b")") + 2:].split()[19])
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def is_running(pid: int) -> bool:
     """True if ``pid`` exists and is neither a zombie nor dead."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2:data.rindex(b")") + 3] not in (b"Z", b"X", b"x")
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X", b"x")
+
+
+def start_if_running(pid: int) -> int | None:
+    """Start time of ``pid`` (as :func:`start_time`) if it runs, None if gone or a zombie."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X", b"x"):
+        return None
+    return int(fields[19])
 
 
 def children(pid: int) -> list[int]:
@@ -49,8 +76,7 @@ def children(pid: int) -> list[int]:
     out: list[int] = []
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(int(x) for x in f.read().split())
+            out.extend(int(x) for x in read_proc(f"/proc/{pid}/task/{tid}/children", whole=True).split())
         except FileNotFoundError:
             if not os.path.exists(f"/proc/{pid}/task/{tid}"):
                 continue
@@ -130,7 +156,7 @@ class ProcessTree:
         """Walk the tree again: add new descendants, retire those that are gone."""
         if self.ended:
             return
-        if start_time(self.pid) != self.root_start or not is_running(self.pid):
+        if start_if_running(self.pid) != self.root_start:
             self.sample()  # last reading of everyone still readable
             self._end()
             return
@@ -182,22 +208,25 @@ class ProcessTree:
         cpu = self.gone_cpu_ns
         rss_pages = 0
         root_pages = -1
+        root = self.pid
         gettime = time.clock_gettime_ns
         pread = os.pread
         dead = None
         for m in self.members.values():
             try:
-                m.cpu_ns = gettime(m.clock)
+                c = m.cpu_ns = gettime(m.clock)
             except OSError:
                 (dead := dead or []).append(m)
-            cpu += m.cpu_ns
-            if m.statm_fd >= 0:
+                c = m.cpu_ns
+            cpu += c
+            fd = m.statm_fd
+            if fd >= 0:
                 try:
-                    pages = int(pread(m.statm_fd, 64, 0).split(None, 2)[1])
+                    pages = int(pread(fd, 64, 0).split(None, 2)[1])
                 except (OSError, IndexError, ValueError):
                     pages = 0
                 rss_pages += pages
-                if m.pid == self.pid:
+                if m.pid == root:
                     root_pages = pages
         if dead:
             for m in dead:

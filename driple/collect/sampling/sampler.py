@@ -28,7 +28,6 @@ IFACE_EVERY = 10  # interface totals (a cross-check) are read every 10th sample
 MAX_SPAN_NS = 500_000  # reading all targets should take less (else it is read again)
 NET_MODES = ("auto", "tcp_info", "veth")
 DEVICES = ("cpu", "gpu")
-_DTYPES = {"q": "int64", "i": "int32", "d": "float64"}
 
 
 def check_target(target: Target, device: str, net_source: str) -> None:
@@ -87,16 +86,29 @@ def check_config(targets: list[Target], period_s: float, device: str, net_mode: 
 
 
 
-def host_cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) CPU jiffies of the whole host since boot, from the first line of /proc/stat."""
-    with open("/proc/stat", "rb") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
+def host_cpu_jiffies(fd: int | None = None) -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole host since boot, from the first line of /proc/stat.
+
+    ``fd``: /proc/stat kept open (re-read with ``pread``), else the file is opened for this call.
+    """
+    if fd is None:
+        with open("/proc/stat", "rb") as f:
+            line = f.readline()
+    else:
+        line = os.pread(fd, 256, 0).split(b"\n", 1)[0]  # the "cpu" line is < 256 bytes
+    fields = list(map(int, line.split()[1:9]))
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    total = sum(fields[:8])  # guest time is already inside user/nice
+    total = sum(fields)  # the first 8 fields; guest time is already inside user/nice
     return total - idle, total
 
 class _Track:
-    """Counters collected for one target."""
+    """Counters collected for one target.
+
+    Samples go into one flat ``array('q')`` of :data:`ROW` fields each (a single ``extend`` per
+    sample); :meth:`columns` splits it into the saved per-field arrays.
+    """
+
+    ROW = ("t_ns", "cpu_ns", "rss_bytes", "tx_bytes", "rx_bytes", "n_procs")
 
     def __init__(self, target: Target, source: str, gpu: bool) -> None:
         self.target = target
@@ -104,15 +116,21 @@ class _Track:
         self.tree = ProcessTree(target.pid)
         self.veth = VethCounters(target.veth) if source == "veth" else None
         self.ended_ns: int | None = None
-        self.cols = {k: array("q") for k in ("t_ns", "cpu_ns", "rss_bytes", "tx_bytes", "rx_bytes")}
-        self.cols["n_procs"] = array("i")
-        if gpu:
-            self.cols["gpu_mem_used_bytes"] = array("q")
-        c = self.cols
-        self.append_row = (  # bound methods: the per-sample path stays short
-            c["t_ns"].append, c["cpu_ns"].append, c["rss_bytes"].append,
-            c["tx_bytes"].append, c["rx_bytes"].append, c["n_procs"].append,
-        )
+        self.rows = array("q")
+        self.extend = self.rows.extend  # bound: the per-sample path stays short
+        self.gpu_mem = array("q") if gpu else None
+
+    def columns(self) -> dict:
+        """``{field: numpy array}``: int64 columns, ``n_procs`` int32, GPU memory if sampled."""
+        import numpy as np
+
+        table = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, len(self.ROW)) if self.rows else \
+            np.zeros((0, len(self.ROW)), dtype=np.int64)
+        out = {k: table[:, j].copy() for j, k in enumerate(self.ROW)}
+        out["n_procs"] = out["n_procs"].astype(np.int32)
+        if self.gpu_mem is not None:
+            out["gpu_mem_used_bytes"] = np.array(self.gpu_mem, dtype=np.int64)
+        return out
 
 
 class Sampler:
@@ -142,6 +160,7 @@ class Sampler:
         self.iface_t = array("q")
         self.iface_cols = [(array("q"), array("q")) for _ in self.ifaces.names]
         self.host_busy, self.host_total = array("q"), array("q")  # /proc/stat jiffies, all CPUs
+        self._stat_fd = os.open("/proc/stat", os.O_RDONLY | os.O_CLOEXEC)
         self.n_samples = 0
         self.n_late = 0  # samples taken more than one period late (CPU contention)
         self.n_retried = 0  # reads repeated because they were interrupted
@@ -186,6 +205,8 @@ class Sampler:
 
         If the block took too long (the sampler was preempted, or the VM lost its CPU), the
         counters and the timestamp no longer match: read again, up to twice.
+        The sampler's hot path (100 Hz): plain loops, no comprehensions or per-target calls
+        beyond the readings themselves.
         """
         now = time.monotonic_ns
         live = self._live
@@ -193,13 +214,20 @@ class Sampler:
         mem_used = {i: g.memory_used() for i, g in self.gpus.items()} if self.gpus else None
         for _attempt in range(3):
             a = now()
-            net = tcp.read() if tcp is not None else None
-            readings = [
-                (*tr.tree.sample(), *(tr.veth.read() if tr.veth is not None else net[k])) for k, tr in live
-            ]
+            if tcp is not None:
+                net_tx, net_rx = tcp.read()
+            readings = []  # one row per live target: t_ns (set below), cpu, rss, tx, rx, n_procs
+            push = readings.append
+            for k, tr in live:
+                tree = tr.tree
+                cpu, rss = tree.sample()
+                if tr.veth is None:
+                    push([0, cpu, rss, net_tx[k], net_rx[k], len(tree.members)])
+                else:
+                    push([0, cpu, rss, *tr.veth.read(), len(tree.members)])
             b = now()
             span = b - a
-            if span <= max(MAX_SPAN_NS, 3 * self.min_span_ns):
+            if span <= MAX_SPAN_NS or span <= 3 * self.min_span_ns:
                 break
             self.n_retried += 1
         if span < self.min_span_ns:
@@ -209,20 +237,15 @@ class Sampler:
             self.start_ns = t
         self.spans.append(span)
         ended = False
-        for (k, tr), (cpu, rss, tx, rx) in zip(live, readings):
+        for (k, tr), row in zip(live, readings):
             if tr.tree.ended:
                 tr.ended_ns = t
                 ended = True
                 continue
-            at, acpu, arss, atx, arx, anp = tr.append_row
-            at(t)
-            acpu(cpu)
-            arss(rss)
-            atx(tx)
-            arx(rx)
-            anp(tr.tree.size)
+            row[0] = t
+            tr.extend(row)
             if mem_used:
-                tr.cols["gpu_mem_used_bytes"].append(mem_used[tr.target.gpu_index])
+                tr.gpu_mem.append(mem_used[tr.target.gpu_index])
         if ended:
             self._live = [(k, tr) for k, tr in enumerate(self.tracks) if tr.ended_ns is None]
         if self.n_samples % IFACE_EVERY == 0:
@@ -235,7 +258,7 @@ class Sampler:
         for (rx_col, tx_col), (rx, tx) in zip(self.iface_cols, self.ifaces.read()):
             rx_col.append(rx)
             tx_col.append(tx)
-        busy, total = host_cpu_jiffies()
+        busy, total = host_cpu_jiffies(self._stat_fd)
         self.host_busy.append(busy)
         self.host_total.append(total)
 
@@ -259,15 +282,27 @@ class Sampler:
         ``n_late``); timestamps are always the real ones.
         """
         period = self.period_ns
-        next_t = time.monotonic_ns()
-        self._next_refresh = next_t + int(REFRESH_S * 1e9)
+        monotonic_ns = time.monotonic_ns
+        sample = self.sample
+        refresh_ns = int(REFRESH_S * 1e9)
+        next_t = monotonic_ns()
+        self._next_refresh = next_t + refresh_ns
         while True:
-            self.tick()
+            sample()  # :meth:`tick`, inlined
+            now = monotonic_ns()
+            if now >= self._next_refresh:
+                self._next_refresh = now + refresh_ns
+                self.refresh()
+                now = monotonic_ns()
+            if self.gpus and now >= self._next_gpu:
+                self._next_gpu = now + int(GPU_POLL_S * 1e9)
+                self.poll_gpu()
+                now = monotonic_ns()
             if on_first is not None:
                 on_first()
                 on_first = None
+                now = monotonic_ns()
             next_t += period
-            now = time.monotonic_ns()
             if now >= next_t:
                 missed = (now - next_t) // period + 1
                 next_t += missed * period
@@ -313,8 +348,8 @@ class Sampler:
         out_path = Path(out_path)
         arrays = {"meta": np.array(json.dumps(self.meta()))}
         for tr in self.tracks:
-            for k, col in tr.cols.items():
-                arrays[f"{tr.target.name}/{k}"] = np.array(col, dtype=_DTYPES[col.typecode])
+            for k, col in tr.columns().items():
+                arrays[f"{tr.target.name}/{k}"] = col
         for (i, k), (ts, vals) in self.gpu_streams.items():
             arrays[f"gpu{i}/{k}_t_us"] = np.array(ts, dtype=np.int64)
             arrays[f"gpu{i}/{k}_util"] = np.array(vals, dtype=np.float64)
@@ -342,5 +377,8 @@ class Sampler:
         if self.tcp is not None:
             self.tcp.close()
         self.ifaces.close()
+        if self._stat_fd >= 0:
+            os.close(self._stat_fd)
+            self._stat_fd = -1
         if self._pynvml is not None:
             nvml_mod.shutdown(self._pynvml)
