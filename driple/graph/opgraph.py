@@ -1,4 +1,4 @@
-"""Traced fx graph → networkx op graph: one node per ATen op that does work.
+"""Traced step → networkx op graph: one node per ATen op that does work.
 
 Bookkeeping nodes (``getitem``, ``detach``, aliases, profiler markers) are contracted: their
 inputs are wired straight to their users. Inputs (parameters, buffers, the batch, optimizer
@@ -19,21 +19,26 @@ from typing import Any
 
 import networkx as nx
 import torch
-from torch.utils.flop_counter import flop_registry
 
-from driple.graph.trace import TracedStep
+from driple.graph.trace import OpNode, TracedStep
 
 _CONTRACT = {"detach", "alias", "lift_fresh", "lift_fresh_copy", "getitem"}
 _DROP_PREFIX = ("profiler.",)
+_NAMES: dict[Any, str] = {}
 
 
 def op_name(target: Any) -> str:
-    """Short op type of an fx call_function target: ``aten.addmm.default`` → ``"addmm"``."""
-    if target is operator.getitem:
-        return "getitem"
-    packet = getattr(target, "overloadpacket", None)
-    name = str(packet) if packet is not None else getattr(target, "__name__", str(target))
-    return name[5:] if name.startswith("aten.") else name
+    """Short op type of a traced op's target: ``aten.addmm.default`` → ``"addmm"``."""
+    name = _NAMES.get(target)
+    if name is None:
+        if target is operator.getitem:
+            name = "getitem"
+        else:
+            packet = getattr(target, "overloadpacket", None)
+            name = str(packet) if packet is not None else getattr(target, "__name__", str(target))
+            name = name[5:] if name.startswith("aten.") else name
+        _NAMES[target] = name
+    return name
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -49,32 +54,23 @@ def tensor_bytes(value: Any) -> int:
     return sum(t.numel() * t.element_size() for t in _tensors(value))
 
 
-def _flops(node: torch.fx.Node) -> int:
-    out = node.meta.get("val")
-    formula = flop_registry.get(getattr(node.target, "overloadpacket", None))
-    if formula is not None:
-        args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args]
-        kwargs = {k: (v.meta.get("val") if isinstance(v, torch.fx.Node) else v) for k, v in node.kwargs.items()}
-        try:
-            return int(formula(*args, out_val=out, **kwargs))
-        except Exception:  # noqa: BLE001 — an unusual signature; fall back to elementwise count
-            pass
-    return sum(t.numel() for t in _tensors(out))
+def _op_nodes(nodes: list[OpNode], on_op) -> dict[OpNode, tuple[str, ...]]:
+    """Walk traced ``nodes``, contracting bookkeeping ops; call ``on_op(node, name, inputs)`` per op.
 
-
-def _op_nodes(nodes, on_op):
-    """Walk fx ``nodes``, contracting bookkeeping ops; call ``on_op(node, name, inputs)`` per op.
-
-    ``inputs`` are the op-graph names of the op's producers. Returns the fx node → op-graph
+    ``inputs`` are the op-graph names of the op's producers. Returns the node → op-graph
     names map (a contracted node stands for its producers; placeholders stand for nothing).
     """
-    sources: dict[torch.fx.Node, tuple[str, ...]] = {}
+    sources: dict[OpNode, tuple[str, ...]] = {}
     for node in nodes:
         if node.op != "call_function":
             sources[node] = ()
             continue
         name = op_name(node.target)
-        ins = tuple(dict.fromkeys(s for a in node.all_input_nodes for s in sources.get(a, ())))
+        inputs = node.all_input_nodes
+        if len(inputs) == 1:
+            ins = sources[inputs[0]]
+        else:
+            ins = tuple(dict.fromkeys(s for a in inputs for s in sources[a]))
         if name.startswith(_DROP_PREFIX):
             sources[node] = ()
         elif name in _CONTRACT:
@@ -84,47 +80,48 @@ def _op_nodes(nodes, on_op):
     return sources
 
 
-def _attrs(node: torch.fx.Node, name: str, phase: str) -> dict:
+def _attrs(node: OpNode, name: str, phase: str) -> dict:
     return {
         "op": name,
         "phase": phase,
-        "out_bytes": tensor_bytes(node.meta.get("val")),
-        "out_numel": sum(t.numel() for t in _tensors(node.meta.get("val"))),
-        "in_bytes": sum(tensor_bytes(a.meta.get("val")) for a in node.all_input_nodes),
-        "flops": _flops(node),
+        "out_bytes": node.out_bytes,
+        "out_numel": node.out_numel,
+        "in_bytes": sum(a.out_bytes for a in node.all_input_nodes),
+        "flops": node.flops,
     }
 
 
-def _aliases(nodes, roots: dict[torch.fx.Node, int]) -> dict[torch.fx.Node, int]:
-    """Map fx nodes that are a root placeholder or a contracted view of one to the root's index."""
+def _aliases(nodes: list[OpNode], roots: dict[OpNode, int]) -> dict[OpNode, int]:
+    """Map nodes that are a root placeholder or a contracted view of one to the root's index."""
     alias = dict(roots)
     for node in nodes:
-        if node.op == "call_function" and op_name(node.target) in _CONTRACT:
-            first = node.all_input_nodes[0] if node.all_input_nodes else None
-            if first in alias:
-                alias[node] = alias[first]
+        if node.op == "call_function" and node.all_input_nodes and node.all_input_nodes[0] in alias \
+                and op_name(node.target) in _CONTRACT:
+            alias[node] = alias[node.all_input_nodes[0]]
     return alias
 
 
 def build_op_graph(traced: TracedStep) -> nx.DiGraph:
     """The op-level DiGraph of a traced step (see module docstring for node attributes)."""
-    nodes = list(traced.graph_module.graph.nodes)
+    nodes = traced.graph_module.nodes
     index = {n: i for i, n in enumerate(nodes)}
     loss_i = index[traced.loss_node]
     graph = nx.DiGraph()
     param_alias = _aliases(nodes, {p: i for i, p in enumerate(traced.param_nodes)})
     param_users: list[list[str]] = [[] for _ in traced.param_nodes]
+    add_node, add_edge = graph.add_node, graph.add_edge
 
     def add(node, name, ins):
-        graph.add_node(node.name, **_attrs(node, name, "forward" if index[node] <= loss_i else "backward"))
-        graph.add_edges_from((s, node.name) for s in ins)
+        add_node(node.name, **_attrs(node, name, "forward" if index[node] <= loss_i else "backward"))
+        for s in ins:
+            add_edge(s, node.name)
         for a in node.all_input_nodes:
             if a in param_alias:
                 param_users[param_alias[a]].append(node.name)
         return node.name
 
     sources = _op_nodes(nodes, add)
-    graph.graph["sources"] = {n.name: sources[n] for n in nodes}
+    graph.graph["sources"] = {n.name: s for n, s in sources.items()}
     if traced.update is not None:
         _add_updates(graph, traced, param_users)
     graph.graph["param_users"] = param_users  # per trainable parameter: ops that read it
@@ -138,10 +135,10 @@ def _add_updates(graph: nx.DiGraph, traced: TracedStep, param_users: list[list[s
     scaled to the parameter's; scalar bookkeeping (e.g. Adam's step count) is copied as is.
     """
     tpl = traced.update
-    nodes = list(tpl.graph_module.graph.nodes)
+    nodes = tpl.graph_module.nodes
     n_reps = len(tpl.param_nodes)
     roots = {**{p: r for r, p in enumerate(tpl.param_nodes)}, **{g: r for r, g in enumerate(tpl.grad_nodes)}}
-    owner: dict[torch.fx.Node, int] = dict(roots)  # fx node -> representative it works for
+    owner: dict[OpNode, int] = dict(roots)  # node -> representative it works for
     template: list[list[tuple]] = [[] for _ in range(n_reps)]  # per rep: (name, attrs, ins, reads)
     param_alias = _aliases(nodes, {p: r for r, p in enumerate(tpl.param_nodes)})
     grad_alias = _aliases(nodes, {g: r for r, g in enumerate(tpl.grad_nodes)})
@@ -185,8 +182,8 @@ def _add_updates(graph: nx.DiGraph, traced: TracedStep, param_users: list[list[s
                 param_users[i].append(new)
 
 
-def resolve(graph: nx.DiGraph, fx_node: torch.fx.Node | None) -> tuple[str, ...]:
-    """The op-graph nodes an fx node stands for (a contracted node maps to its producers)."""
+def resolve(graph: nx.DiGraph, fx_node: OpNode | None) -> tuple[str, ...]:
+    """The op-graph nodes a traced node stands for (a contracted node maps to its producers)."""
     if fx_node is None:
         return ()
     return tuple(graph.graph["sources"].get(fx_node.name, ()))

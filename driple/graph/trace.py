@@ -1,22 +1,44 @@
-"""Trace one whole training step (forward, loss, backward, optimizer update) into an ATen graph.
+"""Trace one whole training step (forward, loss, backward, optimizer update) into a graph of ATen ops.
 
-The step runs under ``make_fx`` with fake tensors: parameters, buffers, optimizer state and the
-example batch are converted to :class:`FakeTensor` first, so no real compute happens and the
-user's model and optimizer are left untouched. The optimizer state is initialised (one fake
+The step runs under a :class:`FakeTensorMode`: parameters, buffers, optimizer state and the
+example batch are fake tensors (shapes, no data), so no real compute happens and the user's
+model and optimizer are left untouched. The optimizer state is initialised (one fake
 zero-gradient step) before tracing, so the traced update is the steady-state one (e.g. SGD's
 momentum ``mul_``/``add_``, not the first-step ``clone``).
+
+Ops are recorded by :class:`_Recorder`, a ``TorchDispatchMode`` stacked on the fake mode that
+notes each ATen op, which recorded tensors it read and the size of what it wrote. It records
+what ``make_fx(tracing_mode="real")`` records — same ops, same order, same fx node names (the
+same composite decompositions, ``lift_fresh`` → ``lift_fresh_copy``, one ``getitem`` per
+element of a tuple output, constant propagation for ``torch.tensor`` scalars) — without the
+proxies, fx nodes and generated code that took most of make_fx's time. Two differences, both
+corrections: frozen parameters are inputs like buffers (make_fx saw untracked constants, so
+ops reading them lost their size and FLOPs), and an op whose kernel returns one tensor twice
+is traced the same on every call (see :data:`_ALIASED_OUTPUTS`).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
+import operator
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, is_fake, unset_fake_temporarily
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
 from driple.errors import DripleError
+
+try:  # newer torch; an older make_fx ran every CompositeImplicitAutograd decomposition it met
+    from torch.utils._python_dispatch import autograd_would_have_decomposed
+except ImportError:  # pragma: no cover
+    def autograd_would_have_decomposed(func, flat_args) -> bool:
+        return True
 
 LossFn = Callable[[Any, Any], torch.Tensor]
 
@@ -29,22 +51,342 @@ _DATA_DEPENDENT = (
 )
 
 
+class OpNode:
+    """One recorded op (or input) of a traced step; the fields ``driple`` reads from an fx node.
+
+    ``op`` is ``"placeholder"`` (a step input) or ``"call_function"``; ``target`` the ATen
+    ``OpOverload`` (or ``operator.getitem`` for one element of a tuple output); ``name`` the
+    name ``make_fx`` would give the node; ``all_input_nodes`` the recorded nodes whose tensors
+    the op read, in argument order. ``out_numel``/``out_bytes`` are the elements/bytes of its
+    tensor outputs when it ran; ``flops`` torch's flop formula for matmul/conv/attention, else
+    ``out_numel``.
+    """
+
+    __slots__ = ("name", "op", "target", "all_input_nodes", "out_numel", "out_bytes", "flops")
+
+    def __init__(self, name: str, op: str, target: Any, inputs: tuple[OpNode, ...] = ()):
+        self.name = name
+        self.op = op
+        self.target = target
+        self.all_input_nodes = inputs
+        self.out_numel = 0
+        self.out_bytes = 0
+        self.flops = 0
+
+    def __repr__(self) -> str:
+        return f"OpNode({self.name!r}, {self.target})"
+
+
+class StepGraph:
+    """The recorded ops of a traced function, in execution order (inputs first).
+
+    ``graph.nodes`` also works (as on an fx ``GraphModule``), for code written against the
+    make_fx trace.
+    """
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: list[OpNode]):
+        self.nodes = nodes
+
+    @property
+    def graph(self) -> StepGraph:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"StepGraph({len(self.nodes)} nodes)"
+
+
+@contextlib.contextmanager
+def _no_autocast_cache():
+    """As make_fx: the autocast cache would hand out tensors created outside the trace."""
+    old = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        yield
+    finally:
+        torch.set_autocast_cache_enabled(old)
+
+
+_aten = torch.ops.aten
+_HANDLED = (torch.Tensor, nn.Parameter, FakeTensor)
+_ACCESSORS = (_aten.size.default, _aten.stride.default, _aten.storage_offset.default)
+_DEVICE = torch.ops.prim.device.default
+
+
+def _collect(value: Any, out: list[torch.Tensor]) -> None:
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, out)
+
+
+def _flat_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """Tensors in ``args`` then ``kwargs`` values, in pytree order."""
+    out: list[torch.Tensor] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            _collect(a, out)
+    for a in kwargs.values():
+        _collect(a, out)
+    return out
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+class _OpInfo:
+    """Per-op facts the recorder needs on every call, looked up once per op."""
+
+    __slots__ = ("short", "data_dependent", "seeded", "formula")
+
+    def __init__(self, func, names: torch.fx.Graph):
+        self.short = names._target_to_str(func.overloadpacket.__name__)  # make_fx's name candidate
+        self.data_dependent = torch.Tag.data_dependent_output in func.tags
+        self.seeded = torch.Tag.nondeterministic_seeded in func.tags
+        self.formula = flop_registry.get(func.overloadpacket)
+
+
+_INFO: dict[Any, _OpInfo] = {}
+#: Ops seen returning the same tensor at two output positions (CPU LSTM's backward returns one
+#: gradient for both biases). torch's fake-tensor cache rebuilds a cached output tuple as
+#: distinct tensors, so from the second call on autograd would see two gradients, steal both,
+#: and the graph would lose the copy eager PyTorch makes: such ops skip the cache.
+_ALIASED_OUTPUTS: set = set()
+if hasattr(torch.ops.aten, "mkldnn_rnn_layer_backward"):  # known up front: code outside driple may
+    _ALIASED_OUTPUTS.add(torch.ops.aten.mkldnn_rnn_layer_backward.default)  # have cached it first
+_DECOMPOSES: dict[tuple, bool] = {}  # (op, device type of its first tensor arg) -> decompose it?
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def _tensor_size(value: Any) -> tuple[int, int]:
+    """(elements, bytes) of the tensors in ``value`` (a tensor or nested tuple/list of them)."""
+    if isinstance(value, torch.Tensor):
+        n = value.numel()
+        return n, n * value.element_size()
+    if isinstance(value, (list, tuple)):
+        numel = nbytes = 0
+        for v in value:
+            a, b = _tensor_size(v)
+            numel += a
+            nbytes += b
+        return numel, nbytes
+    return 0, 0
+
+
+def _repeats_a_tensor(values: list | tuple) -> bool:
+    ids = [id(v) for v in values if isinstance(v, torch.Tensor)]
+    return len(set(ids)) < len(ids)
+
+
+def _would_decompose(func, flat: list[torch.Tensor]) -> bool:
+    """make_fx's test for running an op's CompositeImplicitAutograd decomposition instead of it."""
+    if flat:  # a fake tensor's device is a plain attribute; .device would dispatch prim.device
+        first = flat[0]
+        key = (func, (first.fake_device if isinstance(first, FakeTensor) else first.device).type)
+    else:
+        key = (func, None)
+    hit = _DECOMPOSES.get(key)
+    if hit is None:  # autograd would have decomposed it, and OpOverload.decompose has a decomposition
+        hit = autograd_would_have_decomposed(func, flat[:1]) and (
+            _CIA in func.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA))
+        _DECOMPOSES[key] = hit
+    return hit
+
+
+class _Recorder(TorchDispatchMode):
+    """Records the ATen ops run under it as :class:`OpNode` s, the way make_fx's proxy mode does.
+
+    One recorder per trace. A tensor maps to the node that last produced it (an in-place op
+    re-maps its input) through a weak reference, as make_fx's tracker does: a strong one would
+    raise the tensor's use count and change what autograd does (``AccumulateGrad`` copies a
+    gradient it may not steal, adding ``new_empty_strided`` + ``copy_`` per parameter).
+    """
+
+    def __init__(self, fake_mode):
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.nodes: list[OpNode] = []
+        # id(tensor) -> (weak ref to it, node whose output it is now, its value if a small constant)
+        self._entries: dict[int, tuple[weakref.ref, OpNode, torch.Tensor | None]] = {}
+        self._has_const = False
+        self._names = torch.fx.Graph()  # fx's namer: node names match make_fx's
+
+    def _name(self, candidate: str) -> str:
+        return self._names._graph_namespace.create_name(candidate, None)
+
+    def placeholder(self, value: Any, position: int) -> OpNode:
+        node = OpNode(self._name(f"arg{position}_1"), "placeholder", None)
+        node.out_numel, node.out_bytes = _tensor_size(value)
+        node.flops = node.out_numel
+        self.nodes.append(node)
+        for t in _flat_tensors((value,), {}):
+            self._track(t, node, None)
+        return node
+
+    def _entry(self, t: torch.Tensor):
+        e = self._entries.get(id(t))
+        return e if e is not None and e[0]() is t else None
+
+    def node_of(self, value: Any) -> OpNode | None:
+        e = self._entry(value) if isinstance(value, torch.Tensor) else None
+        return e[1] if e is not None else None
+
+    def _track(self, t: torch.Tensor, node: OpNode, constant: torch.Tensor | None) -> None:
+        self._entries[id(t)] = (weakref.ref(t), node, constant)
+        self._has_const = self._has_const or constant is not None
+
+    def _track_tree(self, out: Any, node: OpNode, constant: Any) -> None:
+        if isinstance(out, torch.Tensor):
+            self._track(out, node, constant)
+        elif isinstance(out, (list, tuple)):
+            for i, item in enumerate(out):  # as make_fx: a getitem node per element, used or not
+                item_node = OpNode(self._name("getitem"), "call_function", operator.getitem, (node,))
+                item_node.out_numel, item_node.out_bytes = _tensor_size(item)
+                item_node.flops = item_node.out_numel
+                self.nodes.append(item_node)
+                self._track_tree(item, item_node, None if constant is None else constant[i])
+
+    def _uncached(self, func, args, kwargs):
+        """Run ``func`` past the fake-tensor cache, which would return distinct tensors where
+        the kernel returns one tensor twice (see :data:`_ALIASED_OUTPUTS`)."""
+        enabled = self.fake_mode.cache_enabled
+        self.fake_mode.cache_enabled = False
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.fake_mode.cache_enabled = enabled
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # Mirrors torch.fx.experimental.proxy_tensor.proxy_call for tracing_mode="real" without
+        # a decomposition table; comments there explain each special case.
+        kwargs = kwargs or {}
+        if func is _DEVICE:
+            return func(*args, **kwargs)
+        flat = _flat_tensors(args, kwargs)
+        entries = {}  # id -> entry, for the tensors of this call the trace has seen
+        for t in flat:
+            e = self._entry(t)
+            if e is not None:
+                entries[id(t)] = e
+            elif type(t) not in _HANDLED:  # other tensor subclasses handle themselves first
+                return NotImplemented
+        if func not in _ACCESSORS and _would_decompose(func, flat):
+            with self:
+                r = func.decompose(*args, **kwargs)
+                if r is not NotImplemented:
+                    return r
+        if func is _aten.is_nonzero.default:
+            with self:
+                torch._check(args[0].numel() == 1,
+                             lambda: "Boolean value of Tensor with more than one value is ambiguous")
+                return (args[0] != 0).item()
+
+        if self._has_const:
+            all_constant = all(e[2] is not None for e in entries.values())
+            any_constant = any(e[2] is not None for e in entries.values())
+        else:
+            all_constant, any_constant = not entries, False  # vacuously all constant with no inputs
+
+        def constant_args():
+            def swap(t):
+                e = entries.get(id(t))
+                return t if e is None else e[2]
+            return _map_tensors(args, swap), _map_tensors(kwargs, swap)
+
+        info = _INFO.get(func)
+        if info is None:
+            info = _INFO[func] = _OpInfo(func, self._names)
+        if info.data_dependent:
+            if all_constant:
+                cargs, ckwargs = constant_args()
+                with unset_fake_temporarily():
+                    return func(*cargs, **ckwargs)
+            if not any(is_fake(t) for t in flat):
+                raise RuntimeError(
+                    f"It appears that you're trying to get value out of a tracing tensor with {func} - "
+                    "erroring out! It's likely that this is caused by data-dependent control flow or similar.")
+        if func is _aten.lift_fresh.default:  # the copy: later in-place ops must not alter the constant
+            func = _aten.lift_fresh_copy.default
+            info = _INFO.get(func) or _INFO.setdefault(func, _OpInfo(func, self._names))
+
+        node = OpNode(self._name(info.short), "call_function", func,
+                      tuple(dict.fromkeys([e[1] for e in entries.values()])))
+        self.nodes.append(node)
+        if func in _ALIASED_OUTPUTS:
+            out = self._uncached(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
+            if isinstance(out, (tuple, list)) and _repeats_a_tensor(out):
+                _ALIASED_OUTPUTS.add(func)
+
+        node.out_numel, node.out_bytes = _tensor_size(out)
+        node.flops = node.out_numel
+        if info.formula is not None:  # tensors the trace had not seen read as None, as in the fx graph
+            fargs = [(a if id(a) in entries else None) if isinstance(a, torch.Tensor) else a for a in args]
+            fkwargs = {k: (v if id(v) in entries else None) if isinstance(v, torch.Tensor) else v
+                       for k, v in kwargs.items()}
+            try:
+                node.flops = int(info.formula(*fargs, out_val=out, **fkwargs))
+            except Exception:  # noqa: BLE001 — an unusual signature; keep the elementwise count
+                pass
+
+        constant = None
+        if func is _aten.lift_fresh_copy.default and out.numel() <= 1:
+            with unset_fake_temporarily():
+                constant = args[0].clone()
+        elif any_constant and all_constant and not info.seeded and all(
+                t.numel() <= 1 for t in _flat_tensors((out,), {})):
+            cargs, ckwargs = constant_args()
+            with unset_fake_temporarily():
+                constant = func(*cargs, **ckwargs)
+        self._track_tree(out, node, constant)
+        return out
+
+
+def _record(fn: Callable, inputs: list, fake_mode) -> tuple[StepGraph, list[OpNode], list[OpNode | None]]:
+    """Run ``fn(*inputs)`` under ``fake_mode`` and record its ATen ops.
+
+    Returns the graph, one placeholder per input, and per output of ``fn`` (a tuple) the node
+    that produced it (``None`` for a non-tensor or a tensor the trace never saw).
+    """
+    rec = _Recorder(fake_mode)
+    placeholders = [rec.placeholder(x, i) for i, x in enumerate(inputs)]
+    with fake_mode, rec, _no_autocast_cache():
+        outputs = fn(*inputs)
+    return StepGraph(rec.nodes), placeholders, [rec.node_of(o) for o in outputs]
+
+
 @dataclass
 class TracedStep:
     """A traced training step and where its parameters and gradients are in the graph.
 
-    ``graph_module`` holds forward and backward; ``grad_nodes[i]`` is the fx node that produces
-    the gradient of trainable parameter ``i`` (``None`` if it received none); ``loss_node``
-    ends the forward pass; ``update`` is the optimizer's per-kind update template.
+    ``graph_module`` holds forward and backward (a :class:`StepGraph`; the name is kept from
+    the make_fx trace it replaces); ``grad_nodes[i]`` is the node that produces the gradient
+    of trainable parameter ``i`` (``None`` if it received none); ``loss_node`` ends the
+    forward pass; ``update`` is the optimizer's per-kind update template.
     """
 
-    graph_module: torch.fx.GraphModule
+    graph_module: StepGraph
     param_names: list[str]
     param_shapes: list[tuple[int, ...]]
     param_dtypes: list[torch.dtype]
-    param_nodes: list[torch.fx.Node]
-    grad_nodes: list[torch.fx.Node | None]
-    loss_node: torch.fx.Node
+    param_nodes: list[OpNode]
+    grad_nodes: list[OpNode | None]
+    loss_node: OpNode
     batch_size: int
     seconds: float
     optimizer: str = ""
@@ -102,9 +444,23 @@ def _make_optimizer(spec: Any, params: list[nn.Parameter]) -> torch.optim.Optimi
     return opt
 
 
-def _like(t: torch.Tensor) -> torch.Tensor:
-    """An uninitialised tensor with ``t``'s shape, strides and dtype (fake under a FakeTensorMode)."""
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+def _like(t: torch.Tensor, fake_mode) -> torch.Tensor:
+    """A fake tensor with ``t``'s shape, strides and dtype on the default device.
+
+    What ``torch.empty_strided`` makes under ``fake_mode``, built straight from a meta tensor
+    (as the fake mode itself does): no dispatch, about a fifth of the cost, no data read.
+    """
+    meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    return fake_mode.fake_tensor_converter.from_meta_and_device(fake_mode, meta, torch.get_default_device())
+
+
+def _fake_parameter(t: torch.Tensor, fake_mode) -> torch.Tensor:
+    """A fake trainable parameter shaped like ``t``: what ``nn.Parameter(_like(t))`` returns
+    (a leaf fake tensor that requires grad and passes ``isinstance(_, nn.Parameter)``), without
+    the ``detach`` dispatch ``nn.Parameter`` spends on a tensor subclass."""
+    p = _like(t, fake_mode).requires_grad_(True)
+    p._is_param = True
+    return p
 
 
 def _split_batch(example_batch: Any) -> tuple[Any, Any]:
@@ -156,7 +512,6 @@ def trace_training_step(
     if not isinstance(model, nn.Module):
         raise DripleError(f"expected a torch.nn.Module to trace, got {type(model).__name__}")
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call
 
     loss_fn = loss_fn or default_loss
@@ -166,10 +521,10 @@ def trace_training_step(
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise DripleError("the model has no trainable parameters: there is no training step to trace")
-    with fake_mode:  # fresh fake tensors of the same layout: cheaper than from_tensor, no data read
-        params = {n: nn.Parameter(_like(p), requires_grad=True) for n, p in named}
-        frozen = {n: _like(p) for n, p in model.named_parameters() if not p.requires_grad}
-        buffers = {n: _like(b) for n, b in model.named_buffers()}
+    # fresh fake tensors of the same layout: cheaper than from_tensor, no data read
+    params = {n: _fake_parameter(p, fake_mode) for n, p in named}
+    frozen = {n: _like(p, fake_mode) for n, p in model.named_parameters() if not p.requires_grad}
+    buffers = {n: _like(b, fake_mode) for n, b in model.named_buffers()}
     plist = list(params.values())
     opt = _make_optimizer(optimizer, plist)
     fake_inputs = fake_mode.from_tensor(inputs) if isinstance(inputs, torch.Tensor) else inputs
@@ -188,22 +543,20 @@ def trace_training_step(
 
     was_training = model.training
     model.train()
-    try:
-        with fake_mode:
-            gm = make_fx(step, tracing_mode="real")(fake_inputs, fake_targets, *plist, *buffers.values())
+    try:  # frozen parameters are inputs too, like buffers: the ops reading them see their size
+        graph, placeholders, outs = _record(
+            step, [fake_inputs, fake_targets, *plist, *frozen.values(), *buffers.values()], fake_mode)
     except DripleError:
         raise
     except Exception as exc:  # noqa: BLE001 — user code may raise anything; explain it
         raise _explain(exc, "the training step") from None
     finally:
         model.train(was_training)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    grad_nodes = [g if isinstance(g, torch.fx.Node) else None for g in outs[1:]]
-    template = _trace_optimizer_template(opt, plist, [g is not None for g in grad_nodes], fake_mode, make_fx)
+    grad_nodes = outs[1:]
+    template = _trace_optimizer_template(opt, plist, [g is not None for g in grad_nodes], fake_mode)
     batch = int(inputs.shape[0]) if isinstance(inputs, torch.Tensor) and inputs.dim() else 1
     return TracedStep(
-        graph_module=gm,
+        graph_module=graph,
         param_names=[n for n, _ in named],
         param_shapes=[tuple(p.shape) for _, p in named],
         param_dtypes=[p.dtype for _, p in named],
@@ -226,14 +579,14 @@ class UpdateTemplate:
     ``graph_module``; ``rep_numel[r]`` its element count (to scale sizes to parameter ``i``).
     """
 
-    graph_module: torch.fx.GraphModule
+    graph_module: StepGraph
     rep_of: list[int | None]
-    param_nodes: list[torch.fx.Node]
-    grad_nodes: list[torch.fx.Node]
+    param_nodes: list[OpNode]
+    grad_nodes: list[OpNode]
     rep_numel: list[int]
 
 
-def _trace_optimizer_template(opt, plist, has_grad, fake_mode, make_fx) -> UpdateTemplate:
+def _trace_optimizer_template(opt, plist, has_grad, fake_mode) -> UpdateTemplate:
     import copy
 
     group_of = {id(p): gi for gi, g in enumerate(opt.param_groups) for p in g["params"]}
@@ -263,18 +616,17 @@ def _trace_optimizer_template(opt, plist, has_grad, fake_mode, make_fx) -> Updat
             raise _explain(exc, "the optimizer step") from None
         state = [t for r in reps for t in mini.state[r].values() if isinstance(t, torch.Tensor)]
 
-        def update(*_tensors):
-            for r, g in zip(reps, grads):
-                r.grad = g
-            mini.step()
-            for r in reps:
-                r.grad = None
-            return ()
+    def update(*_tensors):
+        for r, g in zip(reps, grads):
+            r.grad = g
+        mini.step()
+        for r in reps:
+            r.grad = None
+        return ()
 
-        try:
-            gm = make_fx(update, tracing_mode="real")(*reps, *grads, *state)
-        except Exception as exc:  # noqa: BLE001
-            raise _explain(exc, "the optimizer step") from None
-    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    try:
+        graph, ph, _ = _record(update, [*reps, *grads, *state], fake_mode)
+    except Exception as exc:  # noqa: BLE001
+        raise _explain(exc, "the optimizer step") from None
     n = len(reps)
-    return UpdateTemplate(gm, rep_of, ph[:n], ph[n : 2 * n], [r.numel() for r in reps])
+    return UpdateTemplate(graph, rep_of, ph[:n], ph[n : 2 * n], [r.numel() for r in reps])
