@@ -1,7 +1,12 @@
 """Group the op graph into communities so the inspector sees a small graph of fixed-ish size.
 
 Driple groups the largest (weakly) connected component of the op graph with the asynchronous
-fluid-communities algorithm (networkx ``asyn_fluidc``), seeded so the result is reproducible.
+fluid-communities algorithm (Parés et al. 2017, networkx ``asyn_fluidc``), seeded so the result
+is reproducible. :func:`fluid_communities` is that algorithm step for step — same random draws,
+same tie-breaking — on integer adjacency lists, with every vertex's neighbours in graph order.
+networkx visits an undirected view of a DiGraph's neighbours in ``set`` order, which follows
+string hashing, so its groups changed with ``PYTHONHASHSEED`` from one process to the next;
+here they depend only on the graph (node and neighbour order) and the seed.
 
 Policies (how many groups a graph with ``n`` ops gets):
 
@@ -18,6 +23,7 @@ Driple) and counted in ``dropped_``.
 from __future__ import annotations
 
 import math
+import random
 
 import networkx as nx
 import numpy as np
@@ -58,20 +64,24 @@ class FluidGrouper:
             raise DripleError("the number of groups must be at least 1")
         if graph.number_of_nodes() == 0:
             raise DripleError("the traced graph has no operations to group")
-        undirected = graph.to_undirected(as_view=True)
-        largest = max(nx.connected_components(undirected), key=len)
-        self.nodes_ = [n for n in graph.nodes if n in largest]
-        self.dropped_ = graph.number_of_nodes() - len(self.nodes_)
-        k = self.target_groups(len(self.nodes_))
-        if k >= len(self.nodes_):
+        names = list(graph.nodes)
+        adjacency = _undirected_adjacency(graph, names)
+        members = _largest_component(adjacency)
+        self.nodes_ = [names[i] for i in members]
+        self.dropped_ = len(names) - len(members)
+        k = self.target_groups(len(members))
+        if k >= len(members):
             self.labels_ = {n: i for i, n in enumerate(self.nodes_)}
         else:
-            sub = nx.Graph(undirected.subgraph(self.nodes_))
-            communities = nx.community.asyn_fluidc(sub, k, seed=self.seed)
+            # Renumber the component 0..m-1 in graph order; neighbours stay in ascending order.
+            local = {g: i for i, g in enumerate(members)}
+            sub = [[local[j] for j in adjacency[g]] for g in members]
+            community = fluid_communities(sub, k, seed=self.seed)
             # Number groups by their first op in graph order, so ids follow the data flow.
-            order = {n: i for i, n in enumerate(self.nodes_)}
-            groups = sorted((sorted(c, key=order.__getitem__) for c in communities), key=lambda c: order[c[0]])
-            self.labels_ = {n: g for g, members in enumerate(groups) for n in members}
+            first: dict[int, int] = {}
+            for i, c in enumerate(community):
+                first.setdefault(c, len(first))
+            self.labels_ = {n: first[c] for n, c in zip(self.nodes_, community)}
         self.n_groups_ = len(set(self.labels_.values()))
         return self
 
@@ -100,3 +110,93 @@ class FluidGrouper:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_groups={self.n_groups}, policy={self.policy!r}, seed={self.seed})"
+
+
+def _undirected_adjacency(graph: nx.Graph, names: list) -> list[list[int]]:
+    """Per node (index in ``names``): its distinct neighbours, either direction, ascending."""
+    index = {n: i for i, n in enumerate(names)}
+    neighbours: list[set[int]] = [set() for _ in names]
+    for u, v in graph.edges():
+        i, j = index[u], index[v]
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    return [sorted(s) for s in neighbours]
+
+
+def _largest_component(adjacency: list[list[int]]) -> list[int]:
+    """Vertices of the largest connected component, ascending (ties: the one met first)."""
+    seen = [False] * len(adjacency)
+    best: list[int] = []
+    for root in range(len(adjacency)):
+        if seen[root]:
+            continue
+        seen[root] = True
+        component, stack = [root], [root]
+        while stack:
+            for j in adjacency[stack.pop()]:
+                if not seen[j]:
+                    seen[j] = True
+                    component.append(j)
+                    stack.append(j)
+        if len(component) > len(best):
+            best = component
+    return sorted(best)
+
+
+def fluid_communities(adjacency: list[list[int]], k: int, max_iter: int = 100, seed: int = 0) -> list[int]:
+    """Asynchronous fluid communities of a connected graph; returns a community id per vertex.
+
+    ``adjacency[v]`` lists the neighbours of vertex ``v`` (a self-loop lists ``v``). The same
+    computation as ``networkx.algorithms.community.asyn_fluidc(G, k, max_iter, seed)`` on a
+    ``G`` with nodes ``0..n-1`` whose neighbours iterate in the order given: each sweep visits
+    the vertices in a seeded random order and moves a vertex to the community of highest summed
+    density among itself and its neighbours (ties within 1e-4: keep its own, else draw one).
+    """
+    n = len(adjacency)
+    if not 0 < k <= n:
+        raise ValueError(f"need 0 < k <= {n} communities, got {k}")
+    rng = random.Random(seed)
+    vertices = list(range(n))
+    rng.shuffle(vertices)
+    community = [-1] * n
+    size = [0] * k
+    density = [0.0] * k
+    for c, v in enumerate(vertices[:k]):
+        community[v] = c
+        size[c] = 1
+        density[c] = 1.0
+    for _ in range(max_iter):
+        changed = False
+        vertices = list(range(n))
+        rng.shuffle(vertices)
+        for v in vertices:
+            own = community[v]
+            neighbours = adjacency[v]
+            if own >= 0:
+                for u in neighbours:
+                    if community[u] != own:
+                        break
+                else:  # every neighbour shares its community: it stays (the common case)
+                    continue
+            total: dict[int, float] = {} if own < 0 else {own: density[own]}
+            for u in neighbours:
+                c = community[u]
+                if c >= 0:
+                    total[c] = total[c] + density[c] if c in total else density[c]
+            if not total:
+                continue
+            top = max(total.values())
+            best = [c for c, d in total.items() if top - d < 0.0001]
+            if own in best:
+                continue
+            changed = True
+            new = rng.choice(best)
+            if own >= 0:
+                size[own] -= 1
+                density[own] = 1.0 / size[own]
+            community[v] = new
+            size[new] += 1
+            density[new] = 1.0 / size[new]
+        if not changed:
+            break
+    return community

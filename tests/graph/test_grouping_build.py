@@ -7,7 +7,7 @@ import torch
 from driple.errors import DripleError
 from driple.graph.build import GRAPH_ATTRS, build_input, op_graph_for
 from driple.graph.features import FEATURE_SETS, OpVocabulary
-from driple.graph.grouping import FluidGrouper
+from driple.graph.grouping import FluidGrouper, fluid_communities
 
 
 def chain(n):
@@ -41,6 +41,35 @@ def test_largest_component_only():
     g.add_edge("x", "y")
     grouper = FluidGrouper(2).fit(g)
     assert grouper.dropped_ == 2 and "x" not in grouper.labels_
+
+
+@pytest.mark.parametrize("graph,k,seed", [
+    (nx.karate_club_graph(), 4, 1),
+    (nx.connected_watts_strogatz_graph(300, 4, 0.2, seed=3), 30, 7),
+])
+def test_fluid_communities_is_networkx_asyn_fluidc(graph, k, seed):
+    # the same algorithm, draw for draw, when networkx iterates neighbours in ascending order
+    n = graph.number_of_nodes()
+    canonical = nx.Graph()
+    canonical.add_nodes_from(range(n))
+    canonical.add_edges_from(sorted((min(e), max(e)) for e in graph.edges))  # so neighbours ascend
+    expected = sorted(sorted(c) for c in nx.community.asyn_fluidc(canonical, k, seed=seed))
+    labels = fluid_communities([sorted(graph[v]) for v in range(n)], k, seed=seed)
+    assert sorted(sorted(v for v in range(n) if labels[v] == c) for c in set(labels)) == expected
+
+
+def test_groups_do_not_depend_on_edge_order():
+    # networkx walked a DiGraph's undirected neighbours in set order, i.e. string-hash order:
+    # the groups of one graph changed with PYTHONHASHSEED from one process to the next
+    base = nx.connected_watts_strogatz_graph(60, 4, 0.3, seed=0)
+    names = [f"op{i}" for i in range(60)]
+    edges = [(names[u], names[v]) for u, v in base.edges]
+    a, b = nx.DiGraph(), nx.DiGraph()
+    a.add_nodes_from(names)
+    b.add_nodes_from(names)
+    a.add_edges_from(edges)
+    b.add_edges_from((v, u) for u, v in reversed(edges))
+    assert FluidGrouper(6, seed=3).fit(a).labels_ == FluidGrouper(6, seed=3).fit(b).labels_
 
 
 def test_policies():
