@@ -7,4 +7,4 @@ code and per-op quantities), :mod:`grouping` (fluid communities), :mod:`build` (
 
 # Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:
 # cached graphs (driple.inspector.dataset) are keyed by it, not by the source text.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # 2: fluid communities independent of PYTHONHASHSEED
