@@ -274,7 +274,10 @@ class _Recorder(TorchDispatchMode):
         # Mirrors torch.fx.experimental.proxy_tensor.proxy_call for tracing_mode="real" without
         # a decomposition table; comments there explain each special case.
         kwargs = kwargs or {}
-        if func is _DEVICE:
+        if func is _DEVICE:  # asked from C++ for every op on a fake tensor (GPT-2 small: ~4500
+            t = args[0]      # times); answered as FakeTensorMode's device handler would
+            if isinstance(t, FakeTensor):
+                return torch.device("meta") if t.fake_mode.in_kernel_invocation else t.fake_device
             return func(*args, **kwargs)
         flat = _flat_tensors(args, kwargs)
         entries = {}  # id -> entry, for the tensors of this call the trace has seen
