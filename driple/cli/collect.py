@@ -32,13 +32,43 @@ ones are run again (--retry-failed also re-runs crashed and hung ones).
 """
 
 
+_CORUN_HELP = """\
+Run two or more jobs at the same time on this host, each exactly as `driple collect run` would
+(own ranks, own sampler; on loopback each gets its own rendezvous port), to measure how they
+load the host together. Into OUT it writes each job's row in results.csv (job_id
+<corun_id>-<k>-<sweep id>, plus corun_id and base_job_id) with its raw series in raw/, and one
+row per co-run in coruns.csv: the jobs, the overlap window (s since the co-run's start, when
+every job was past its warm-up) and per resource the combined mean load -- each job's mean over
+its workers over the overlap window, summed over the jobs (compute in % of one core, memory in
+% of host memory, tx/rx in MB/s). The jobs start together but leave their warm-up seconds apart
+on a busy host, so the overlap is shorter than --seconds: measure a few seconds longer.
+
+JOB is MODEL[,knob=value...] with the special knobs bs= (batch size) and opt= (optimizer), as
+for `driple colocate`. With --grid, a YAML file lists several co-runs; co-runs already ok in
+OUT are skipped, so a stopped grid resumes:
+
+  seconds: 6
+  coruns:
+    - ["resnet,depth=20,bs=32", "mlp,bs=256"]
+    - [{model: resnet, knobs: {depth: 20}, batch_size: 32}, {model: gpt_tiny, batch_size: 16}]
+
+A job that fails stops the others; Ctrl-C stops all of them. Either way every process is
+cleaned up and the co-run is recorded as failed. In an emulated setting each job gets its own
+emulated cluster (the jobs share the host, not a link).
+
+examples:
+  driple collect corun resnet,depth=20,bs=32 mlp,bs=256 --seconds 6 --out datasets/corun-cpu-ddp-w2-lo
+  driple collect corun --grid pairs.yaml --out datasets/corun-cpu-ddp-w2-lo
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     collect = sub.add_parser(
         "collect", help="run real distributed jobs and measure burst/idle of each resource",
         description="The collector: run real distributed PyTorch training jobs (DDP all-reduce or "
         "parameter server), sample compute, memory and network of every worker, and label the "
         "burst and idle phases. `run` measures one job, `grid` writes a list of jobs, `sweep` "
-        "runs a list into a dataset (resumable), `plot` draws a job's series with its burst/idle "
+        "runs a list into a dataset (resumable), `corun` runs jobs at the same time, `plot` draws a job's series with its burst/idle "
         "split, `cleanup` removes emulated-network leftovers of a crashed run.",
     )
     collect.set_defaults(func=lambda args: (collect.print_help(), 0)[1])
@@ -112,6 +142,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="seconds shown, from the middle of the measurement window (default 1; 0 = whole run)")
     plot.add_argument("--start", type=float, default=None, help="first second shown (time since sampling started)")
     plot.set_defaults(func=cmd_plot)
+
+    corun = cs.add_parser("corun", help="run 2+ jobs at the same time and measure their combined load",
+                          description=_CORUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    corun.add_argument("jobs", nargs="*", metavar="JOB", help="MODEL[,knob=value...], at least two (or --grid)")
+    corun.add_argument("--grid", default=None, help="YAML file of co-runs (lists of jobs) instead of JOBs")
+    corun.add_argument("--setting", default=None, help="setting id (default: the grid's, else cpu-ddp-w2-lo)")
+    corun.add_argument("--seconds", type=float, default=None,
+                       help="measurement of each job after warm-up, s (default: the grid's, else 10)")
+    corun.add_argument("--warmup", type=int, default=None, help="warm-up iterations of every job (default: the grid's, else 5)")
+    corun.add_argument("--out", default=None, help="dataset directory (default runs/corun-<setting>)")
+    corun.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
+    corun.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
+    corun.add_argument("--min-overlap", type=float, default=None, metavar="S",
+                       help="a co-run whose jobs were measured together for less than S s is failed (default 1)")
+    corun.add_argument("--json", action="store_true", help="print each co-run row as JSON")
+    corun.set_defaults(func=cmd_corun)
 
     clean = cs.add_parser("cleanup", help="remove network namespaces/links left by a crashed run (root)",
                           description="Delete driple- network namespaces, veth links and bridges whose collector "
@@ -244,6 +290,75 @@ def cmd_relabel(args: argparse.Namespace) -> int:
         for job, why in list(report["errors"].items())[:10]:
             print(f"  {job}: {why}")
     return 0 if not report["mismatched"] and not report["errors"] else 1
+
+
+def cmd_corun(args: argparse.Namespace) -> int:
+    from driple.cli.options import parse_job
+    from driple.collect.corun import MIN_OVERLAP_S, CoRunInterrupted, load_corun_grid, run_coruns
+    from driple.collect.job import JobSpec
+    from driple.collect.provenance import record
+    from driple.settings import parse_setting
+
+    if bool(args.jobs) == bool(args.grid):
+        raise DripleError("give either two or more JOBs or --grid FILE")
+    grid = load_corun_grid(args.grid) if args.grid else {"coruns": [[JobSpec.from_dict(parse_job(j)) for j in args.jobs]]}
+    if any(len(group) < 2 for group in grid["coruns"]):
+        raise DripleError("a co-run needs at least two jobs")
+    setting = parse_setting(args.setting or grid.get("setting") or "cpu-ddp-w2-lo")
+    seconds = float(args.seconds or grid.get("seconds") or 10.0)
+    warmup = args.warmup if args.warmup is not None else grid.get("warmup")
+    if warmup is not None:
+        grid["coruns"] = [[JobSpec.from_dict({**s.to_dict(), "warmup": warmup}) for s in group]
+                          for group in grid["coruns"]]
+    from driple.collect.workload import check_models
+
+    check_models([s.model for group in grid["coruns"] for s in group])
+    out = Path(args.out) if args.out else Path("runs") / f"corun-{setting.id}"
+    record(out, setting=setting.id, seconds=seconds, coruns=len(grid["coruns"]))
+
+    def show(result):
+        if args.json:
+            print(json.dumps(result.row, default=str), flush=True)
+        else:
+            print(format_corun(result.row), flush=True)
+
+    if not args.json:
+        print(f"running {len(grid['coruns'])} co-run(s) in {setting.id}, {seconds:g} s per job after warm-up ...",
+              file=sys.stderr)
+    try:
+        counts = run_coruns(grid["coruns"], setting, seconds, out, skip_done=bool(args.grid), on_result=show,
+                            timeout=args.timeout, period_s=args.period,
+                            min_overlap_s=MIN_OVERLAP_S if args.min_overlap is None else args.min_overlap)
+    except CoRunInterrupted as stop:
+        show(stop.result)
+        print(f"driple: co-run interrupted; rows are in {out / 'coruns.csv'}", file=sys.stderr)
+        return 130
+    if not args.json:
+        print(f"{counts['total']} co-runs: {counts['skipped']} done before, {counts['ok']} ok, "
+              f"{counts['failed']} failed -> {out / 'coruns.csv'}", file=sys.stderr)
+    return 0 if counts["failed"] == 0 else 1
+
+
+def format_corun(row: dict) -> str:
+    """A co-run row: its jobs, overlap window and combined mean load per resource."""
+    from driple.metrics import RESOURCES, UNITS
+
+    lines = [f"co-run {row['corun_id']}  setting {row['setting']}  status {row['status']}"]
+    if row["status"] != "ok":
+        lines.append(f"  reason: {row['reason']}")
+    for j in row["job_ids"]:
+        lines.append(f"  job {j}")
+    if row.get("per_job"):
+        lines.append(f"  overlap {row['overlap_start_s']:.2f}..{row['overlap_end_s']:.2f} s "
+                     f"({row['overlap_s']:.2f} s measured together)")
+        head = "".join(f"{r:>12}" for r in RESOURCES)
+        lines.append(f"  {'mean per worker':<24}{head}")
+        for j, means in row["per_job"].items():
+            lines.append(f"  {j[-24:]:<24}" + "".join(f"{means[r]:>12.4g}" for r in RESOURCES))
+        lines.append(f"  {'combined':<24}" + "".join(f"{row[r + '_mean']:>12.4g}" for r in RESOURCES))
+        lines.append(f"  {'unit':<24}" + "".join(f"{UNITS[r]:>12}" for r in RESOURCES))
+    lines.append(f"  wall time {row['duration_s']:.1f} s")
+    return "\n".join(lines)
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
