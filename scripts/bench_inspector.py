@@ -1,6 +1,7 @@
 """Time the inspector on this machine: training throughput and prediction latency.
 
     python scripts/bench_inspector.py                      # 100-group graphs, K=50, 1 and 2 threads
+    python scripts/bench_inspector.py --threads 1 --repeats 20 --graphs 64 --epochs 2
     python scripts/bench_inspector.py --threads 1 --groups 100 --repeats 50 --graphs 200
     python scripts/bench_inspector.py --zoo resnet gpt_tiny  # real grouped graphs from the builder
 
@@ -11,7 +12,14 @@ Graphs are synthetic unless ``--zoo`` is given: ``--groups`` nodes, each joined 
   the two fine-tuning schemes (paper: φr' + MLP trainable; mlp: MLP only), with the frozen
   prefix recomputed every epoch or cached once (:func:`driple.inspector.transfer.cache_frozen`);
 - prediction: median latency of :meth:`TrainedInspector.predict` for one graph (scaling included) and
-  per graph when ``--batch-size`` graphs are predicted in one call.
+  graphs per second when ``--predict-batch`` graphs are predicted in one call (the baseline runs
+  them as one batch, as it did; the new path with its default batching).
+
+``baseline`` rows run the same weights through the pre-fusion path in the same run: the layers'
+own modules (:func:`driple.inspector.model.reference_forward`: GCNConv on a sparse adjacency
+normalised every pass, GRUCell, scatter Set2Set) fed by PyG's DataLoader — what the inspector
+did before the fused kernel. A training "graph" is one graph of an epoch; each epoch also
+scores ``--batch-size`` validation graphs, included in the time.
 
 Each figure is reported as wall time and as process CPU time (robust to other jobs sharing the
 host: what the run costs, not how long it waited).
@@ -28,7 +36,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
-from driple.inspector.model import Inspector
+from driple.inspector.model import Inspector, reference_forward, run_batch
 from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.train import TrainOptions, fit
@@ -62,6 +70,29 @@ def zoo_graphs(names: list[str], groups: int, count: int) -> list[Data]:
     return graphs
 
 
+class ReferenceInspector(torch.nn.Module):
+    """The inspector's weights run through :func:`reference_forward` (the baseline path)."""
+
+    def __init__(self, model: Inspector):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, edge_index, edge_weight=None, batch=None, batch_size=None, graph_attr=None):
+        return reference_forward(self.model, x, edge_index, edge_weight, batch, batch_size,
+                                 graph_attr)
+
+
+def baseline_predict(predictor: TrainedInspector, graphs: list, batch_size: int) -> np.ndarray:
+    """:meth:`TrainedInspector.predict` as it was: PyG DataLoader + :class:`ReferenceInspector`."""
+    from torch_geometric.loader import DataLoader
+
+    model = ReferenceInspector(predictor.model).eval()
+    with torch.no_grad():
+        outs = [run_batch(model, b) for b in DataLoader(predictor.prepare(graphs),
+                                                         batch_size=batch_size)]
+    return predictor.target_scaler.inverse_transform(torch.cat(outs).double().numpy())
+
+
 class Clock:
     """Wall and process CPU seconds of a block."""
 
@@ -73,7 +104,8 @@ class Clock:
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
-def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs: int) -> None:
+def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs: int,
+          predict_batch: int, baseline: bool) -> None:
     names = ["op_freq", "tensor_mb", "n_ops"]
     torch.manual_seed(0)
     predictor = TrainedInspector(Inspector(3, hidden_channels=hidden, num_repeats=repeats),
@@ -83,10 +115,14 @@ def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs
     prepared = predictor.prepare(graphs)
     options = TrainOptions(epochs=epochs, patience=epochs, batch_size=batch_size)
     n = len(graphs) * epochs
-    for scheme, cache in (("scratch", False), ("paper", False), ("paper", True), ("mlp", False),
-                          ("mlp", True)):
+    runs = [("scratch", False), ("paper", False), ("paper", True), ("mlp", False), ("mlp", True)]
+    if baseline:
+        runs.insert(0, ("baseline", False))
+    for scheme, cache in runs:
         model = copy.deepcopy(predictor.model)
-        if scheme != "scratch":
+        if scheme == "baseline":
+            model = ReferenceInspector(model)
+        elif scheme != "scratch":
             freeze_for_transfer(model, scheme)
         trained, data, once = model, prepared, 0.0
         if cache:  # the frozen prefix once per graph, timed apart
@@ -100,21 +136,28 @@ def bench(graphs: list[Data], repeats: int, hidden: int, batch_size: int, epochs
         print(f"  train {label:14s} {n / c.wall:7.1f} graphs/s wall  {n / c.cpu:7.1f} graphs/s cpu"
               f"   ({c.wall / epochs:.2f} s per epoch of {len(graphs)} graphs{extra})")
 
-    def latency(batch: list[Data], rounds: int) -> tuple[float, float]:
+    def latency(predict, batch: list[Data], rounds: int) -> tuple[float, float]:
         walls, cpus = [], []
-        predictor.predict(batch)  # warm-up
+        predict(batch)  # warm-up
         for _ in range(rounds):
             with Clock() as c:
-                predictor.predict(batch, batch_size=len(batch))
+                predict(batch)
             walls.append(c.wall)
             cpus.append(c.cpu)
         return statistics.median(walls), statistics.median(cpus)
 
-    wall, cpu = latency(graphs[:1], 30)
-    print(f"  predict 1 graph       {1e3 * wall:7.1f} ms wall  {1e3 * cpu:7.1f} ms cpu")
-    wall, cpu = latency(graphs[:batch_size], 5)
-    print(f"  predict {batch_size} graphs      {1e3 * wall / batch_size:7.1f} ms/graph wall  "
-          f"{1e3 * cpu / batch_size:7.1f} ms/graph cpu  ({1e3 * wall:.0f} ms per call)")
+    batch = graphs[:predict_batch]
+    paths = [("new", predictor.predict)]  # its default batching
+    if baseline:
+        paths.insert(0, ("baseline", lambda b: baseline_predict(predictor, b, len(b))))
+        assert np.allclose(paths[0][1](batch), paths[1][1](batch), rtol=1e-4, atol=1e-5)
+    for label, predict in paths:
+        wall, cpu = latency(predict, graphs[:1], 30)
+        print(f"  predict 1 graph ({label:8s})  {1e3 * wall:7.1f} ms wall  {1e3 * cpu:7.1f} ms cpu")
+    for label, predict in paths:
+        wall, cpu = latency(predict, batch, 5)
+        print(f"  predict {len(batch)} graphs ({label:8s}) {len(batch) / wall:7.1f} graphs/s wall  "
+              f"{len(batch) / cpu:7.1f} graphs/s cpu  ({1e3 * wall:.0f} ms per call)")
 
 
 def main(argv=None) -> None:
@@ -125,6 +168,10 @@ def main(argv=None) -> None:
     parser.add_argument("--graphs", type=int, default=200, help="graphs per epoch (default 200)")
     parser.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per scheme (default 2)")
+    parser.add_argument("--predict-batch", type=int, default=None,
+                        help="graphs per predict call (default: all --graphs)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the pre-fusion reference path")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
                         help="torch thread counts to try (default 1 2)")
     parser.add_argument("--zoo", nargs="+", metavar="MODEL", help="use real graphs of these zoo models")
@@ -140,7 +187,8 @@ def main(argv=None) -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         print(f"torch threads: {threads}")
-        bench(graphs, args.repeats, args.hidden, args.batch_size, args.epochs)
+        bench(graphs, args.repeats, args.hidden, args.batch_size, args.epochs,
+              args.predict_batch or len(graphs), not args.no_baseline)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,20 @@
 Follows Driple (SIGMETRICS 2022) and PyG's ``examples/qm9_nn_conv.py``. Inputs are scaled
 grouped graphs (see :mod:`driple.inspector.scaling`); outputs are the 12 scaled metrics of
 :data:`driple.metrics.METRICS`.
+
+The layers are PyG's (:class:`GCNConv`, :class:`torch.nn.GRUCell`, :class:`Set2Set`, :class:`MLP`),
+so checkpoints hold their parameters, but the K repetitions, where nearly all the time goes, run
+as one kernel with a hand-written backward (:class:`_RepeatedConvGRU`): the same mathematics
+with in-place gate arithmetic in reused buffers and no per-op autograd bookkeeping. The
+normalised adjacency is computed once per graph (:func:`gcn_edges`, stored by
+:meth:`TrainedInspector.prepare`) and batched without PyG collation (:class:`GraphBatch`).
 """
 from __future__ import annotations
 
 import copy
 import warnings
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -16,9 +24,347 @@ from torch import Tensor
 from torch_geometric.nn import MLP, GCNConv
 from torch_geometric.nn.aggr import Set2Set
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import to_torch_csr_tensor
+from torch_geometric.utils import coalesce
 
 
+# ---------------------------------------------------------------------------- adjacency
+def gcn_edges(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int,
+              dtype: torch.dtype = torch.float) -> tuple[Tensor, Tensor]:
+    r"""GCN-normalised edges with self-loops, :math:`\hat{A}^{\top}` as a coalesced edge list.
+
+    Returns ``(index, weight)``: ``index[0]`` is the target group (row of
+    :math:`\hat{A}^{\top}`), ``index[1]`` the source, sorted by row then column, duplicate edges
+    summed; exactly what :class:`GCNConv` multiplies with (``gcn_norm``, remaining self-loops of
+    weight 1, :math:`D^{-1/2} A D^{-1/2}`).
+    """
+    edge_index, weight = gcn_norm(edge_index, edge_weight, num_nodes, add_self_loops=True,
+                                  dtype=dtype)
+    return coalesce(edge_index.flip(0), weight, num_nodes)
+
+
+def is_symmetric(index: Tensor, weight: Tensor, num_nodes: int) -> bool:
+    """Whether a coalesced edge list is its own transpose (weights equal to float rounding)."""
+    index_t, weight_t = coalesce(index.flip(0), weight, num_nodes)
+    return torch.equal(index, index_t) and torch.allclose(weight, weight_t, rtol=1e-6, atol=0)
+
+
+def _csr(row: Tensor, col: Tensor, value: Tensor, num_nodes: int) -> Tensor:
+    crow = torch._convert_indices_from_coo_to_csr(row, num_nodes)
+    with warnings.catch_warnings():  # torch: "sparse CSR support is in beta state"
+        warnings.simplefilter('ignore', UserWarning)
+        return torch.sparse_csr_tensor(crow, col, value, (num_nodes, num_nodes))
+
+
+class Propagation:
+    r"""The normalised adjacency :math:`\hat{A}^{\top}` of a (block-diagonal batch of) graph(s)
+    as a sparse CSR matrix, with its transpose for gradients.
+
+    Build from the output of :func:`gcn_edges` (``index`` row-sorted, ``weight``) or with
+    :meth:`from_edges` from raw edges. ``symmetric=True`` reuses the matrix as its transpose.
+    """
+
+    def __init__(self, index: Tensor, weight: Tensor, num_nodes: int, symmetric: bool = False):
+        self.index, self.weight, self.num_nodes = index, weight, num_nodes
+        self.matrix = _csr(index[0], index[1], weight, num_nodes)
+        self._transpose = self.matrix if symmetric else None
+
+    @classmethod
+    def from_edges(cls, edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int,
+                   dtype: torch.dtype = torch.float) -> 'Propagation':
+        return cls(*gcn_edges(edge_index, edge_weight, num_nodes, dtype), num_nodes)
+
+    @property
+    def transpose(self) -> Tensor:
+        r""":math:`\hat{A}` as CSR (computed on first use: only gradients need it)."""
+        if self._transpose is None:
+            row, col = self.index
+            perm = torch.argsort(col * self.num_nodes + row)
+            self._transpose = _csr(col[perm], row[perm], self.weight[perm], self.num_nodes)
+        return self._transpose
+
+    def __matmul__(self, x: Tensor) -> Tensor:
+        r""":math:`\hat{A}^{\top} x`, differentiable in ``x``."""
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _Aggregate.apply(x, self)
+        return self.matrix @ x
+
+    def to(self, dtype: torch.dtype) -> 'Propagation':
+        if self.weight.dtype == dtype:
+            return self
+        return Propagation(self.index, self.weight.to(dtype), self.num_nodes,
+                           symmetric=self._transpose is self.matrix)
+
+
+class _Aggregate(torch.autograd.Function):
+    """``adj.matrix @ x`` with the gradient ``adj.transpose @ grad`` (no CSR autograd needed)."""
+
+    @staticmethod
+    def forward(ctx, x, adj):
+        ctx.adj = adj
+        return adj.matrix @ x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.adj.transpose @ grad.contiguous(), None
+
+
+# ---------------------------------------------------------------------------- φr × K with GRU
+class _Workspace:
+    """Buffers of one differentiable call of the K repetitions over ``rows`` groups: per step
+    the GEMM output ``P`` ``[rows, 4H]``, the conv output ``m``, the candidate ``n`` and the new
+    state ``h`` (``[rows, H]`` each), plus the temporaries of the backward pass. Reused across
+    batches (see :class:`_Lease`): tens of fresh megabytes per batch cost a page fault every
+    4 KiB."""
+
+    def __init__(self, steps: int, rows: int, channels: int, dtype: torch.dtype):
+        H, new = channels, lambda *shape: torch.empty(*shape, dtype=dtype)
+        self.key, self.rows = (steps, channels, dtype), rows
+        self.P, self.m, self.n, self.h = (new(steps, rows, 4 * H), new(steps, rows, H),
+                                          new(steps, rows, H), new(steps, rows, H))
+        self.dP, self.dn, self.da, self.dm, self.dc, self.diff = (
+            new(rows, 4 * H), *(new(rows, H) for _ in range(5)))
+        self.dh = (new(rows, H), new(rows, H))
+
+    def first(self, rows: int) -> '_Workspace':
+        """The same buffers cut to their first ``rows`` groups (views)."""
+        if rows == self.rows:
+            return self
+        view = copy.copy(self)
+        view.rows = rows
+        for name in ('P', 'm', 'n', 'h'):
+            setattr(view, name, getattr(self, name)[:, :rows])
+        for name in ('dP', 'dn', 'da', 'dm', 'dc', 'diff'):
+            setattr(view, name, getattr(self, name)[:rows])
+        view.dh = tuple(t[:rows] for t in self.dh)
+        return view
+
+
+_FREE: list = []  # workspaces nobody holds, at most _KEEP
+_KEEP = 2  # a training loop holds one batch's graph while the next batch runs
+
+
+class _Lease:
+    """Holds a :class:`_Workspace` (``ws``, cut to ``rows``) for one autograd node; gives it
+    back when the node dies (after backward and once the graph is dropped, so
+    ``retain_graph`` stays correct). A free workspace with as many rows or more is reused."""
+
+    def __init__(self, steps: int, rows: int, channels: int, dtype: torch.dtype):
+        key, full = (steps, channels, dtype), None
+        for i, ws in enumerate(list(_FREE)):
+            if ws.key == key and ws.rows >= rows:
+                try:
+                    full = _FREE.pop(i)
+                except IndexError:  # another thread took it
+                    pass
+                break
+        self.full = full or _Workspace(steps, rows, channels, dtype)
+        self.ws = self.full.first(rows)
+
+    def __del__(self):
+        try:
+            _FREE.append(self.full)
+            del _FREE[:-_KEEP]
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def release_workspaces() -> None:
+    """Free the buffers kept for the next training batch (called at the end of training)."""
+    _FREE.clear()
+
+
+def _repeat(h: Tensor, adj: Propagation, w_r: Tensor, b_r: Tensor, w_ih: Tensor, b_ih: Tensor,
+            w_hh: Tensor, b_hh: Tensor, steps: int, ws: Optional[_Workspace] = None) -> Tensor:
+    r"""``steps`` times :math:`h \leftarrow \mathrm{GRUCell}(\mathrm{ReLU}(\hat{A}^{\top} h
+    W_r^{\top} + b_r), h)` with in-place gate arithmetic into fixed buffers. ``GRUCell``:
+    r, z = σ(·), n = tanh(W_in m + b_in + r ⊙ (W_hn h + b_hn)), h' = (1 - z) ⊙ n + z ⊙ h.
+    With a workspace ``ws`` every step keeps its buffers there (for the backward pass)."""
+    H = h.size(1)
+    w_cat_t = torch.cat([w_r, w_hh]).t()  # h @ [W_r; W_hh]^T = [p | gh_rz | gh_n]: one GEMM
+    w_irz_t, w_in_t = w_ih[:2 * H].t(), w_ih[2 * H:].t()
+    b_rz, b_in, b_hn = b_ih[:2 * H] + b_hh[:2 * H], b_ih[2 * H:], b_hh[2 * H:]
+    if ws is None:  # inference: the same few buffers every step
+        P, m, n = h.new_empty(h.size(0), 4 * H), h.new_empty(h.shape), h.new_empty(h.shape)
+        hs = (h.new_empty(h.shape), h.new_empty(h.shape))
+    for k in range(steps):
+        if ws is not None:
+            P, m, n = ws.P[k], ws.m[k], ws.n[k]
+        torch.mm(h, w_cat_t, out=P)
+        torch.mm(adj.matrix, P[:, :H], out=m).add_(b_r).relu_()  # φr: aggregate, bias, ReLU
+        rz = P[:, H:3 * H].addmm_(m, w_irz_t).add_(b_rz).sigmoid_()  # [r | z]
+        gh_n = P[:, 3 * H:].add_(b_hn)  # P now holds [p | r | z | W_hn h + b_hn]
+        torch.addmm(b_in, m, w_in_t, out=n).addcmul_(rz[:, :H], gh_n).tanh_()
+        last = k == steps - 1
+        out = (None if last else ws.h[k]) if ws is not None else hs[k % 2]
+        h = torch.lerp(n, h, rz[:, H:], out=out)  # n + z ⊙ (h - n); never a workspace buffer
+    return h
+
+
+class _RepeatedConvGRU(torch.autograd.Function):
+    """:func:`_repeat` with its gradient written out (tested against autograd through the
+    PyG modules, :func:`reference_forward`)."""
+
+    @staticmethod
+    def forward(ctx, h, w_r, b_r, w_ih, b_ih, w_hh, b_hh, adj, steps):
+        lease = _Lease(steps, h.size(0), h.size(1), h.dtype)
+        out = _repeat(h, adj, w_r, b_r, w_ih, b_ih, w_hh, b_hh, steps, lease.ws)
+        ctx.save_for_backward(h, w_r, w_ih, w_hh)
+        ctx.adj, ctx.lease, ctx.steps = adj, lease, steps
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        h0, w_r, w_ih, w_hh = ctx.saved_tensors
+        adj, ws, steps = ctx.adj, ctx.lease.ws, ctx.steps
+        need = ctx.needs_input_grad
+        need_cat, need_ih = need[1] or need[5], need[3] or need[4]
+        need_b = need[2] or need[4] or need[6]
+        H = w_r.size(0)
+        w_cat = torch.cat([w_r, w_hh])
+        # weight gradients accumulate transposed: h^T dP runs faster than dP^T h here
+        dw_cat_t = w_cat.new_zeros(H, 4 * H) if need_cat else None
+        dw_ih_t = w_ih.new_zeros(H, 3 * H) if need_ih else None
+        db_r, db_ih, db_hh = (w_r.new_zeros(H), w_ih.new_zeros(3 * H), w_hh.new_zeros(3 * H))
+        aten = torch.ops.aten
+        dP, dn, da, dm, dc, diff = ws.dP, ws.dn, ws.da, ws.dm, ws.dc, ws.diff
+        ds = dP[:, H:3 * H]  # d of the r, z pre-activations (= d(W_ih m)[:2H] = d(W_hh h)[:2H])
+        dh = grad.contiguous()
+        for k in reversed(range(steps)):
+            h = ws.h[k - 1] if k else h0
+            m, P, n = ws.m[k], ws.P[k], ws.n[k]
+            r, z, rz, gh_n = P[:, H:2 * H], P[:, 2 * H:3 * H], P[:, H:3 * H], P[:, 3 * H:]
+            torch.addcmul(dh, dh, z, value=-1, out=dn)  # h' = n + z (h - n)
+            aten.tanh_backward.grad_input(dn, n, grad_input=da)  # d(W_in m + b_in + r gh_n)
+            torch.mul(da, gh_n, out=ds[:, :H])  # d r
+            torch.mul(torch.sub(h, n, out=diff), dh, out=ds[:, H:])  # d z
+            aten.sigmoid_backward.grad_input(ds, rz, grad_input=ds)
+            torch.mul(da, r, out=dP[:, 3 * H:])
+            dh = torch.mul(dh, z, out=None if k == 0 else ws.dh[k % 2])  # d h0: never a buffer
+            torch.mm(ds, w_ih[:2 * H], out=dm).addmm_(da, w_ih[2 * H:])
+            aten.threshold_backward.grad_input(dm, m, 0, grad_input=dc)  # ReLU (m: its output)
+            torch.mm(adj.transpose, dc, out=dP[:, :H])
+            if need_ih:
+                dw_ih_t[:, :2 * H].addmm_(m.t(), ds)
+                dw_ih_t[:, 2 * H:].addmm_(m.t(), da)
+            if need_cat:
+                dw_cat_t.addmm_(h.t(), dP)
+            if need_b:
+                s = dP[:, H:].sum(0)
+                db_ih[:2 * H] += s[:2 * H]
+                db_ih[2 * H:] += da.sum(0)
+                db_hh += s
+                db_r += dc.sum(0)
+            dh.addmm_(dP, w_cat)
+        return (dh if need[0] else None,
+                dw_cat_t[:, :H].t() if need[1] else None, db_r if need[2] else None,
+                dw_ih_t.t() if need[3] else None, db_ih if need[4] else None,
+                dw_cat_t[:, H:].t() if need[5] else None, db_hh if need[6] else None, None, None)
+
+
+def repeat_conv_gru(h: Tensor, adj: Propagation, conv: GCNConv, gru: torch.nn.GRUCell,
+                    steps: int) -> Tensor:
+    r"""``steps`` repetitions of :math:`h \leftarrow \mathrm{GRU}(\mathrm{ReLU}(\mathrm{conv}(h,
+    \hat{A})), h)`: the same as calling the modules, fused (and differentiable)."""
+    weights = (conv.lin.weight, conv.bias, gru.weight_ih, gru.bias_ih, gru.weight_hh, gru.bias_hh)
+    adj = adj.to(h.dtype)
+    if steps <= 0:
+        return h
+    if torch.is_grad_enabled() and (h.requires_grad or any(w.requires_grad for w in weights)):
+        return _RepeatedConvGRU.apply(h, *weights, adj, steps)
+    with torch.no_grad():
+        return _repeat(h, adj, *weights, steps)  # no workspace: nothing kept
+
+
+def _set2set_dense(set2set: Set2Set, x: Tensor) -> Tensor:
+    """:class:`Set2Set` on ``[B, N, C]`` (every graph has ``N`` groups): bmm and a plain softmax
+    instead of scatter operations; same parameters, same result."""
+    B = x.size(0)
+    state = (x.new_zeros(set2set.lstm.num_layers, B, x.size(-1)),) * 2
+    q_star = x.new_zeros(B, set2set.out_channels)
+    for _ in range(set2set.processing_steps):
+        q, state = set2set.lstm(q_star.unsqueeze(0), state)
+        q = q.view(B, set2set.in_channels)
+        a = torch.softmax(torch.bmm(x, q.unsqueeze(-1)), dim=1)  # [B, N, 1]
+        r = torch.bmm(a.transpose(1, 2), x).squeeze(1)
+        q_star = torch.cat([q, r], dim=-1)
+    return q_star
+
+
+def _uniform_group_size(batch: Tensor, batch_size: int) -> Optional[int]:
+    """``N`` if ``batch`` is ``[0]*N + [1]*N + ...`` for ``batch_size`` graphs, else None."""
+    n = batch.numel()
+    if batch_size < 1 or n == 0 or n % batch_size:
+        return None
+    size = n // batch_size
+    expected = torch.arange(batch_size, device=batch.device).repeat_interleave(size)
+    return size if torch.equal(batch, expected) else None
+
+
+# ---------------------------------------------------------------------------- batches
+@dataclass
+class GraphBatch:
+    r"""Prepared graphs stacked for :meth:`Inspector.forward_batch`, without PyG collation.
+
+    ``x`` :math:`[\sum N_i, F]`, ``adj`` the block-diagonal :class:`Propagation`, ``batch`` the
+    graph of every group, optional ``graph_attr`` :math:`[B, G]` and targets ``y`` :math:`[B, 12]`.
+    """
+
+    x: Tensor
+    adj: Propagation
+    batch: Tensor
+    num_graphs: int
+    graph_attr: Optional[Tensor] = None
+    y: Optional[Tensor] = None
+
+    @classmethod
+    def from_graphs(cls, graphs: Sequence) -> 'GraphBatch':
+        """Stack graphs carrying ``x`` and either ``gcn_index``/``gcn_weight``/``gcn_symmetric``
+        (from :func:`gcn_edges`, as :meth:`TrainedInspector.prepare` stores them) or raw
+        ``edge_index``/``edge_weight`` (then normalised here, in one pass for the batch)."""
+        graphs = list(graphs)
+        attrs = [getattr(g, 'graph_attr', None) for g in graphs]
+        ys = [getattr(g, 'y', None) for g in graphs]
+        attr = torch.cat([a.view(1, -1) for a in attrs]) if graphs and all(
+            a is not None for a in attrs) else None
+        y = torch.cat([t.view(1, -1) for t in ys]) if graphs and all(
+            t is not None for t in ys) else None
+        x = torch.cat([g.x for g in graphs])
+        sizes = [g.x.size(0) for g in graphs]
+        if not all(getattr(g, 'gcn_index', None) is not None for g in graphs):
+            weights = [g.edge_weight if getattr(g, 'edge_weight', None) is not None else
+                       torch.ones(g.edge_index.size(1), dtype=x.dtype) for g in graphs]
+            return cls.from_edges(x, sizes, [g.edge_index for g in graphs], torch.cat(weights),
+                                  attr, y)
+        index = torch.cat([g.gcn_index + off for g, off in zip(graphs, _offsets(sizes))], 1)
+        adj = Propagation(index, torch.cat([g.gcn_weight for g in graphs]), x.size(0),
+                          symmetric=all(bool(g.gcn_symmetric) for g in graphs))
+        return cls(x, adj, _graph_of_groups(sizes), len(graphs), attr, y)
+
+    @classmethod
+    def from_edges(cls, x: Tensor, sizes: Sequence[int], edge_indices: Sequence[Tensor],
+                   edge_weight: Tensor, graph_attr: Optional[Tensor] = None,
+                   y: Optional[Tensor] = None) -> 'GraphBatch':
+        r"""Graphs given as stacked (scaled) features ``x`` :math:`[\sum N_i, F]`, their group
+        counts ``sizes``, each graph's own ``edge_index`` and the stacked edge weights; the
+        adjacency of the whole batch is normalised at once (the graphs are disjoint)."""
+        index = torch.cat([e + off for e, off in zip(edge_indices, _offsets(sizes))], 1)
+        adj = Propagation.from_edges(index, edge_weight, x.size(0), x.dtype)
+        return cls(x, adj, _graph_of_groups(sizes), len(sizes), graph_attr, y)
+
+
+def _offsets(sizes: Sequence[int]) -> list[int]:
+    out, total = [], 0
+    for n in sizes:
+        out.append(total)
+        total += n
+    return out
+
+
+def _graph_of_groups(sizes: Sequence[int]) -> Tensor:
+    return torch.arange(len(sizes)).repeat_interleave(torch.tensor(sizes, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------- the network
 class Inspector(torch.nn.Module):
     r"""Predicts a training job's 12 resource metrics from its grouped graph.
 
@@ -31,7 +377,8 @@ class Inspector(torch.nn.Module):
         \mathbf{y} &= \mathrm{MLP}(\mathrm{Set2Set}(\mathbf{h}^{(K)}))
 
     where :math:`\mathbf{A}` is the symmetrically normalised group adjacency with self-loops
-    (computed once per forward pass and shared by all :math:`K+1` convolutions).
+    (computed once per forward pass, or once per graph with :class:`GraphBatch`, and shared by
+    all :math:`K+1` convolutions).
 
     For transfer learning (see :mod:`driple.inspector.transfer`) :meth:`split_repeats` adds a
     copy :math:`\phi_r'` of :math:`\phi_r` used for repetitions :math:`k \geq` ``tuned_from``.
@@ -117,15 +464,10 @@ class Inspector(torch.nn.Module):
 
     @staticmethod
     def propagation_matrix(edge_index: Tensor, edge_weight: Optional[Tensor],
-                           num_nodes: int, dtype: torch.dtype = torch.float) -> Tensor:
+                           num_nodes: int, dtype: torch.dtype = torch.float) -> Propagation:
         r"""The transposed normalised adjacency :math:`\hat{\mathbf{A}}^{\top}` with self-loops
-        as a sparse CSR tensor (the ``adj_t`` that :class:`GCNConv` multiplies with)."""
-        edge_index, edge_weight = gcn_norm(edge_index, edge_weight, num_nodes,
-                                           add_self_loops=True, dtype=dtype)
-        with warnings.catch_warnings():  # torch: "sparse CSR support is in beta state"
-            warnings.simplefilter('ignore', UserWarning)
-            return to_torch_csr_tensor(edge_index.flip(0), edge_weight,
-                                       size=(num_nodes, num_nodes))
+        (the ``adj_t`` that :class:`GCNConv` multiplies with) as a :class:`Propagation`."""
+        return Propagation.from_edges(edge_index, edge_weight, num_nodes, dtype)
 
     def forward(
         self,
@@ -149,27 +491,41 @@ class Inspector(torch.nn.Module):
         Returns:
             Scaled predictions :math:`[B, \text{out\_channels}]`.
         """
+        self._check_x(x)
+        adj = self.propagation_matrix(edge_index, edge_weight, x.size(0), x.dtype)
+        h = self.propagate(self.encode(x, adj), adj)
+        return self.readout(h, batch, batch_size, graph_attr)
+
+    def forward_batch(self, data: GraphBatch) -> Tensor:
+        r""":meth:`forward` on a :class:`GraphBatch` (adjacency normalised beforehand)."""
+        self._check_x(data.x)
+        h = self.propagate(self.encode(data.x, data.adj), data.adj)
+        return self.readout(h, data.batch, data.num_graphs, data.graph_attr)
+
+    def _check_x(self, x: Tensor) -> None:
         if x.dim() != 2 or x.size(1) != self.in_channels:
             raise ValueError(f"expected x of shape [num_groups, {self.in_channels}], "
                              f"got {list(x.shape)}")
-        adj_t = self.propagation_matrix(edge_index, edge_weight, x.size(0), x.dtype)
-        h = self.propagate(self.encode(x, adj_t), adj_t)
-        return self.readout(h, batch, batch_size, graph_attr)
 
-    def encode(self, x: Tensor, adj_t: Tensor) -> Tensor:
+    def encode(self, x: Tensor, adj: Propagation) -> Tensor:
         r"""Group embeddings before the first repetition, :math:`\mathbf{h}^{(0)}`."""
-        return F.relu(self.conv_first(x, adj_t))
+        conv = self.conv_first
+        return F.relu((adj.to(x.dtype) @ F.linear(x, conv.lin.weight)) + conv.bias)
 
-    def propagate(self, h: Tensor, adj_t: Tensor, start: int = 0,
+    def propagate(self, h: Tensor, adj: Propagation, start: int = 0,
                   stop: Optional[int] = None) -> Tensor:
         r"""Applies repetitions ``start <= k < stop`` (default: to the end) to
         :math:`\mathbf{h}^{(\text{start})}`."""
         stop = self.num_repeats if stop is None else stop
-        for k in range(start, stop):
-            conv = self.conv_repeat
-            if self.conv_repeat_tuned is not None and k >= self.tuned_from:
-                conv = self.conv_repeat_tuned
-            h = self.gru(F.relu(conv(h, adj_t)), h)
+        if self.conv_repeat_tuned is None:
+            segments = [(start, stop, self.conv_repeat)]
+        else:
+            split = self.tuned_from
+            segments = [(start, min(stop, split), self.conv_repeat),
+                        (max(start, split), stop, self.conv_repeat_tuned)]
+        for begin, end, conv in segments:
+            if end > begin:
+                h = repeat_conv_gru(h, adj, conv, self.gru, end - begin)
         return h
 
     def readout(self, h: Tensor, batch: Optional[Tensor] = None,
@@ -190,11 +546,15 @@ class Inspector(torch.nn.Module):
 
     def pool(self, h: Tensor, batch: Optional[Tensor] = None,
              batch_size: Optional[int] = None) -> Tensor:
-        r"""Set2Set graph embeddings :math:`[B, 2 \cdot \text{hidden\_channels}]`."""
+        r"""Set2Set graph embeddings :math:`[B, 2 \cdot \text{hidden\_channels}]` (dense when
+        every graph of the batch has the same number of groups)."""
         if batch is None:
             batch = h.new_zeros(h.size(0), dtype=torch.long)
         if batch_size is None:
             batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 1
+        size = _uniform_group_size(batch, batch_size)
+        if size is not None:
+            return _set2set_dense(self.set2set, h.view(batch_size, size, h.size(-1)))
         return self.set2set(h, batch, dim_size=batch_size)
 
     def __repr__(self) -> str:
@@ -205,7 +565,37 @@ class Inspector(torch.nn.Module):
                 f'{tuned}{graph})')
 
 
+def reference_forward(model: Inspector, x: Tensor, edge_index: Tensor,
+                      edge_weight: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                      batch_size: Optional[int] = None,
+                      graph_attr: Optional[Tensor] = None) -> Tensor:
+    r""":meth:`Inspector.forward` computed layer by layer with the PyG and torch modules
+    themselves (:class:`GCNConv` on the normalised sparse adjacency, :class:`torch.nn.GRUCell`,
+    scatter-based :class:`Set2Set`): the specification the fused path is tested against, and the
+    baseline of ``scripts/bench_inspector.py``. Slow: not for use."""
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    index, weight = gcn_edges(edge_index, edge_weight, x.size(0), x.dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)
+        adj_t = to_torch_csr_tensor(index, weight, size=(x.size(0), x.size(0)))
+    h = F.relu(model.conv_first(x, adj_t))
+    for k in range(model.num_repeats):
+        conv = model.conv_repeat
+        if model.conv_repeat_tuned is not None and k >= model.tuned_from:
+            conv = model.conv_repeat_tuned
+        h = model.gru(F.relu(conv(h, adj_t)), h)
+    if batch is None:
+        batch = h.new_zeros(h.size(0), dtype=torch.long)
+    if batch_size is None:
+        batch_size = int(batch.max()) + 1 if batch.numel() > 0 else 1
+    return model.head(model.set2set(h, batch, dim_size=batch_size), graph_attr)
+
+
 def run_batch(model: torch.nn.Module, batch) -> Tensor:
-    r"""``model`` applied to a PyG mini-batch (passes ``graph_attr`` when the batch has it)."""
+    r"""``model`` applied to a :class:`GraphBatch` or a PyG mini-batch (passes ``graph_attr``
+    when the batch has it)."""
+    if isinstance(batch, GraphBatch):
+        return model.forward_batch(batch)
     return model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, batch.num_graphs,
                  graph_attr=getattr(batch, 'graph_attr', None))

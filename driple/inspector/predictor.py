@@ -86,15 +86,24 @@ class TrainedInspector:
 
     # ------------------------------------------------------------------ prediction
     def prepare(self, graphs: Sequence) -> list:
-        """Scaled copies of raw graphs holding only what the model reads (and ``y`` if present)."""
+        """Scaled copies of raw graphs holding only what the model reads (and ``y`` if present).
+
+        Each also carries its GCN-normalised adjacency (``gcn_index``, ``gcn_weight``,
+        ``gcn_symmetric``; see :func:`~driple.inspector.model.gcn_edges`), computed once here
+        instead of in every forward pass."""
         from torch_geometric.data import Data
+
+        from driple.inspector.model import gcn_edges, is_symmetric
 
         out = []
         for g in graphs:
             self._check_graph(g)
             s = self.feature_scaler.transform(g)
+            n = s.x.size(0)
+            index, weight = gcn_edges(s.edge_index, s.edge_weight, n, s.x.dtype)
             item = Data(x=s.x, edge_index=s.edge_index, edge_weight=s.edge_weight,
-                        num_nodes=s.x.size(0))
+                        gcn_index=index, gcn_weight=weight,
+                        gcn_symmetric=is_symmetric(index, weight, n), num_nodes=n)
             if self.model.graph_channels:
                 if getattr(s, "graph_attr", None) is None:
                     raise DripleError("this inspector reads graph-level attributes (graph_attr); "
@@ -107,28 +116,58 @@ class TrainedInspector:
             out.append(item)
         return out
 
-    @torch.no_grad()
-    def predict_scaled(self, prepared: Sequence, batch_size: int = 64) -> np.ndarray:
-        """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`."""
-        from torch_geometric.loader import DataLoader
+    @torch.inference_mode()
+    def predict_scaled(self, prepared: Sequence, batch_size: int = 16) -> np.ndarray:
+        """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`, run
+        ``batch_size`` graphs at a time (stacked directly, no PyG collation)."""
+        from driple.inspector.model import GraphBatch
 
         self.model.eval()
-        outs = []
-        for batch in DataLoader(list(prepared), batch_size=batch_size, shuffle=False):
-            outs.append(run_batch(self.model, batch))
+        prepared = list(prepared)
+        outs = [run_batch(self.model, GraphBatch.from_graphs(prepared[i:i + batch_size]))
+                for i in range(0, len(prepared), max(int(batch_size), 1))]
         if not outs:
             return np.zeros((0, self.model.out_channels))
         return torch.cat(outs).double().numpy()
 
-    def predict(self, graphs, batch_size: int = 64) -> np.ndarray:
+    def predict(self, graphs, batch_size: int = 16) -> np.ndarray:
         """Predicted metrics ``[n, 12]`` in raw units (order of :data:`METRICS`) for one graph
-        or a sequence of graphs as made by :func:`driple.graph.build.build_input`."""
+        or a sequence of graphs as made by :func:`driple.graph.build.build_input`.
+
+        Same result as ``predict_scaled(prepare(graphs))``, faster: each batch of
+        ``batch_size`` graphs is scaled and normalised as one stacked tensor, no per-graph
+        copies. Batches of ~16 graphs of 100 groups keep the working set in a core's cache;
+        larger ones are no faster."""
         from torch_geometric.data.data import BaseData
+
+        from driple.inspector.model import GraphBatch
 
         if isinstance(graphs, BaseData):
             graphs = [graphs]
-        z = self.predict_scaled(self.prepare(graphs), batch_size)
-        return self.target_scaler.inverse_transform(z)
+        graphs = list(graphs)
+        self.model.eval()
+        fs, outs = self.feature_scaler, []
+        for i in range(0, len(graphs), max(int(batch_size), 1)):
+            chunk = graphs[i:i + batch_size]
+            for g in chunk:
+                self._check_graph(g)
+            attr = None
+            if self.model.graph_channels:
+                if any(getattr(g, "graph_attr", None) is None for g in chunk):
+                    raise DripleError("this inspector reads graph-level attributes (graph_attr); "
+                                      "build the graph with driple.graph.build")
+                attr = fs.transform_graph_attr(torch.cat([g.graph_attr.view(1, -1) for g in chunk]))
+            weight = torch.cat([g.edge_weight if getattr(g, "edge_weight", None) is not None
+                                else torch.ones(g.edge_index.size(1)) for g in chunk])
+            with torch.inference_mode():
+                batch = GraphBatch.from_edges(
+                    fs.transform_x(torch.cat([fs._check(g.x) for g in chunk])),
+                    [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],
+                    fs.transform_edge_weight(weight), attr)
+                outs.append(run_batch(self.model, batch))
+        if not outs:
+            return np.zeros((0, self.model.out_channels))
+        return self.target_scaler.inverse_transform(torch.cat(outs).double().numpy())
 
     def build_options(self) -> dict:
         """Graph-builder options this inspector was trained with (groups, grouping, features)."""

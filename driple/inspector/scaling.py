@@ -65,24 +65,39 @@ class FeatureScaler:
 
     def transform(self, data):
         """A shallow copy of ``data`` with scaled ``x`` (float32) and ``edge_weight``."""
-        x = self._log(self._check(data.x).double())
-        mean = torch.tensor(self.mean_, dtype=x.dtype)
-        std = torch.tensor(self.std_, dtype=x.dtype)
         out = copy.copy(data)
-        out.x = ((x - mean) / std).float()
+        out.x = self.transform_x(data.x)
         weight = getattr(data, "edge_weight", None)
         if weight is None:
             weight = torch.ones(data.edge_index.size(1))
-        out.edge_weight = torch.log1p(weight.float().clamp_min(0))
+        out.edge_weight = self.transform_edge_weight(weight)
         attr = getattr(data, "graph_attr", None)
         if attr is not None and self.graph_mean_ is not None:
-            attr = torch.log1p(attr.double().view(1, -1).clamp_min(0))
-            mean = torch.tensor(self.graph_mean_, dtype=attr.dtype)
-            std = torch.tensor(self.graph_std_, dtype=attr.dtype)
-            out.graph_attr = ((attr - mean) / std).float()
+            out.graph_attr = self.transform_graph_attr(attr)
         elif attr is not None:
             del out.graph_attr  # never hand raw graph attributes to a model
         return out
+
+    def transform_x(self, x: torch.Tensor) -> torch.Tensor:
+        """Scaled group features (float32) of one graph or of many stacked ``[sum N, F]``."""
+        x = self._log(self._check(x).double())
+        mean = torch.tensor(self.mean_, dtype=x.dtype)
+        std = torch.tensor(self.std_, dtype=x.dtype)
+        return ((x - mean) / std).float()
+
+    @staticmethod
+    def transform_edge_weight(weight: torch.Tensor) -> torch.Tensor:
+        """Scaled edge weights: ``log1p`` of the op edges behind each group edge (float32)."""
+        return torch.log1p(weight.float().clamp_min(0))
+
+    def transform_graph_attr(self, attr: torch.Tensor) -> torch.Tensor:
+        """Scaled graph-level attributes ``[B, G]`` (one row per graph; float32)."""
+        if self.graph_mean_ is None:
+            raise DripleError("this feature scaling was fitted without graph attributes")
+        attr = torch.log1p(attr.double().view(-1, len(self.graph_mean_)).clamp_min(0))
+        mean = torch.tensor(self.graph_mean_, dtype=attr.dtype)
+        std = torch.tensor(self.graph_std_, dtype=attr.dtype)
+        return ((attr - mean) / std).float()
 
     def to_dict(self) -> dict:
         return {"feature_names": list(self.feature_names), "mean": list(self.mean_),

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import Inspector, run_batch
+from driple.inspector.model import GraphBatch, Inspector, release_workspaces, run_batch
 from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
@@ -49,11 +49,12 @@ def masked_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return diff.pow(2).sum() / mask.sum().clamp_min(1)
 
 
-def _loss_on(model: Inspector, loader) -> float:
+def _loss_on(model: torch.nn.Module, batches) -> float:
+    """Masked MSE per finite target over ``batches`` (:class:`GraphBatch` or PyG batches)."""
     model.eval()
     total, count = 0.0, 0
-    with torch.no_grad():
-        for batch in loader:
+    with torch.inference_mode():
+        for batch in batches:
             pred = run_batch(model, batch)
             n = int(torch.isfinite(batch.y).sum())
             total += float(masked_mse(pred, batch.y)) * n
@@ -61,15 +62,25 @@ def _loss_on(model: Inspector, loader) -> float:
     return total / max(count, 1)
 
 
-def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions = TrainOptions(),
+def _batches(graphs: Sequence, batch_size: int, order=None) -> list:
+    """Batches (:class:`GraphBatch`) of ``batch_size`` graphs, in ``order`` if given."""
+    order = range(len(graphs)) if order is None else order
+    return [GraphBatch.from_graphs([graphs[i] for i in order[j:j + batch_size]])
+            for j in range(0, len(order), batch_size)]
+
+
+def fit(model: torch.nn.Module, train: Sequence, val: Sequence, options: TrainOptions = TrainOptions(),
         progress: bool = True, desc: str = "training") -> dict:
     """Train ``model`` in place on prepared (scaled) graphs; returns the history.
 
     Only parameters with ``requires_grad`` are optimised (fine-tuning freezes the rest). The
     weights of the epoch with the lowest validation loss are restored at the end. History:
     ``train_loss``, ``val_loss`` (per epoch), ``best_epoch``, ``best_val_loss``, ``seconds``.
+
+    An :class:`Inspector` gets its batches as :class:`GraphBatch` (no PyG collation; the
+    validation batches are stacked once); other modules (the cached tails of fine-tuning) get
+    PyG mini-batches; either way the shuffling is seeded by ``options.seed``.
     """
-    from torch_geometric.loader import DataLoader
     from tqdm.auto import tqdm
 
     if not train:
@@ -79,9 +90,22 @@ def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions 
         raise DripleError("nothing to train: every parameter of the model is frozen")
     torch.manual_seed(options.seed)
     generator = torch.Generator().manual_seed(options.seed)
-    train_loader = DataLoader(list(train), batch_size=options.batch_size, shuffle=True,
-                              generator=generator)
-    val_loader = DataLoader(list(val or train), batch_size=max(options.batch_size, 64))
+    train, val = list(train), list(val or train)
+    val_size = max(options.batch_size, 64)
+    if isinstance(model, Inspector):
+        def epoch_batches():
+            return _batches(train, options.batch_size,
+                            torch.randperm(len(train), generator=generator).tolist())
+        val_batches = _batches(val, val_size)
+    else:
+        from torch_geometric.loader import DataLoader
+
+        train_loader = DataLoader(train, batch_size=options.batch_size, shuffle=True,
+                                  generator=generator)
+        val_batches = DataLoader(val, batch_size=val_size)
+
+        def epoch_batches():
+            return train_loader
     optimizer = torch.optim.Adam(params, lr=options.lr, weight_decay=options.weight_decay)
 
     history = {"train_loss": [], "val_loss": [], "best_epoch": 0, "best_val_loss": float("inf")}
@@ -91,7 +115,7 @@ def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions 
     for epoch in bar:
         model.train()
         total, count = 0.0, 0
-        for batch in train_loader:
+        for batch in epoch_batches():
             optimizer.zero_grad()
             pred = run_batch(model, batch)
             loss = masked_mse(pred, batch.y)
@@ -99,7 +123,7 @@ def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions 
             optimizer.step()
             total += loss.item() * batch.num_graphs
             count += batch.num_graphs
-        val_loss = _loss_on(model, val_loader)
+        val_loss = _loss_on(model, val_batches)
         history["train_loss"].append(total / max(count, 1))
         history["val_loss"].append(val_loss)
         if val_loss < history["best_val_loss"]:
@@ -111,6 +135,7 @@ def fit(model: Inspector, train: Sequence, val: Sequence, options: TrainOptions 
             break
     model.load_state_dict(best_state)
     model.eval()
+    release_workspaces()
     history["epochs"] = len(history["train_loss"])
     history["seconds"] = time.perf_counter() - start
     return history

@@ -50,3 +50,30 @@ def test_fit_early_stops_and_restores_best():
 
     val = _loss_on(predictor.model, DataLoader(data[6:], batch_size=8))
     assert abs(val - history["best_val_loss"]) < 1e-5
+
+
+class _PygPath(torch.nn.Module):
+    """The same Inspector fed PyG mini-batches: fit's generic path (DataLoader + forward)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+
+def test_fast_batches_match_dataloader_path():
+    """GraphBatch training (Inspector) and PyG DataLoader training (any module) compute the
+    same losses: one batch per epoch, so the shuffling cannot differ."""
+    import copy
+
+    torch.manual_seed(0)
+    predictor, graphs = _prepared(10)
+    data = predictor.prepare(graphs)
+    options = TrainOptions(epochs=4, patience=4, batch_size=8, lr=1e-2)
+    pyg_model = _PygPath(copy.deepcopy(predictor.model))
+    fast = fit(predictor.model, data[:7], data[7:], options, progress=False)
+    pyg = fit(pyg_model, data[:7], data[7:], options, progress=False)
+    assert fast["train_loss"] == pytest.approx(pyg["train_loss"], rel=1e-4)
+    assert fast["val_loss"] == pytest.approx(pyg["val_loss"], rel=1e-4)
