@@ -120,12 +120,13 @@ class TrainedInspector:
     def predict_scaled(self, prepared: Sequence, batch_size: int = 16) -> np.ndarray:
         """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`, run
         ``batch_size`` graphs at a time (stacked directly, no PyG collation)."""
-        from driple.inspector.model import GraphBatch
+        from driple.inspector.model import GraphBatch, flush_denormals
 
         self.model.eval()
         prepared = list(prepared)
-        outs = [run_batch(self.model, GraphBatch.from_graphs(prepared[i:i + batch_size]))
-                for i in range(0, len(prepared), max(int(batch_size), 1))]
+        with flush_denormals():
+            outs = [run_batch(self.model, GraphBatch.from_graphs(prepared[i:i + batch_size]))
+                    for i in range(0, len(prepared), max(int(batch_size), 1))]
         if not outs:
             return np.zeros((0, self.model.out_channels))
         return torch.cat(outs).double().numpy()
@@ -140,7 +141,7 @@ class TrainedInspector:
         larger ones are no faster."""
         from torch_geometric.data.data import BaseData
 
-        from driple.inspector.model import GraphBatch
+        from driple.inspector.model import GraphBatch, flush_denormals
 
         if isinstance(graphs, BaseData):
             graphs = [graphs]
@@ -159,7 +160,7 @@ class TrainedInspector:
                 attr = fs.transform_graph_attr(torch.cat([g.graph_attr.view(1, -1) for g in chunk]))
             weight = torch.cat([g.edge_weight if getattr(g, "edge_weight", None) is not None
                                 else torch.ones(g.edge_index.size(1)) for g in chunk])
-            with torch.inference_mode():
+            with torch.inference_mode(), flush_denormals():
                 batch = GraphBatch.from_edges(
                     fs.transform_x(torch.cat([fs._check(g.x) for g in chunk])),
                     [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import GraphBatch, Inspector, release_workspaces, run_batch
+from driple.inspector.model import (GraphBatch, Inspector, flush_denormals, release_workspaces,
+                                    run_batch)
 from driple.inspector.predictor import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
@@ -79,7 +80,8 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, options: TrainOp
 
     An :class:`Inspector` gets its batches as :class:`GraphBatch` (no PyG collation; the
     validation batches are stacked once); other modules (the cached tails of fine-tuning) get
-    PyG mini-batches; either way the shuffling is seeded by ``options.seed``.
+    PyG mini-batches; either way the shuffling is seeded by ``options.seed``. Denormal floats
+    are flushed to zero during the epochs (:func:`flush_denormals`).
     """
     from tqdm.auto import tqdm
 
@@ -115,15 +117,16 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, options: TrainOp
     for epoch in bar:
         model.train()
         total, count = 0.0, 0
-        for batch in epoch_batches():
-            optimizer.zero_grad()
-            pred = run_batch(model, batch)
-            loss = masked_mse(pred, batch.y)
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * batch.num_graphs
-            count += batch.num_graphs
-        val_loss = _loss_on(model, val_batches)
+        with flush_denormals():
+            for batch in epoch_batches():
+                optimizer.zero_grad()
+                pred = run_batch(model, batch)
+                loss = masked_mse(pred, batch.y)
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * batch.num_graphs
+                count += batch.num_graphs
+            val_loss = _loss_on(model, val_batches)
         history["train_loss"].append(total / max(count, 1))
         history["val_loss"].append(val_loss)
         if val_loss < history["best_val_loss"]:
