@@ -315,6 +315,7 @@ def _uniform_group_size(batch: Tensor, batch_size: int) -> Optional[int]:
 
 
 # ---------------------------------------------------------------------------- batches
+MAX_PASS_GRAPHS = 32  # prediction: graphs of ~100 groups per pass beyond which a CPU slows down
 @dataclass
 class GraphBatch:
     r"""Prepared graphs stacked for :meth:`Inspector.forward_batch`, without PyG collation.

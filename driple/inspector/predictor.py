@@ -119,14 +119,16 @@ class TrainedInspector:
     @torch.inference_mode()
     def predict_scaled(self, prepared: Sequence, batch_size: int = 16) -> np.ndarray:
         """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`, run
-        ``batch_size`` graphs at a time (stacked directly, no PyG collation)."""
-        from driple.inspector.model import GraphBatch, flush_denormals
+        ``batch_size`` graphs at a time (at most ``MAX_PASS_GRAPHS``, see :meth:`predict`),
+        stacked directly, no PyG collation."""
+        from driple.inspector.model import MAX_PASS_GRAPHS, GraphBatch, flush_denormals
 
         self.model.eval()
         prepared = list(prepared)
+        step = max(1, min(int(batch_size), MAX_PASS_GRAPHS))
         with flush_denormals():
-            outs = [run_batch(self.model, GraphBatch.from_graphs(prepared[i:i + batch_size]))
-                    for i in range(0, len(prepared), max(int(batch_size), 1))]
+            outs = [run_batch(self.model, GraphBatch.from_graphs(prepared[i:i + step]))
+                    for i in range(0, len(prepared), step)]
         if not outs:
             return np.zeros((0, self.model.out_channels))
         return torch.cat(outs).double().numpy()
@@ -137,19 +139,21 @@ class TrainedInspector:
 
         Same result as ``predict_scaled(prepare(graphs))``, faster: each batch of
         ``batch_size`` graphs is scaled and normalised as one stacked tensor, no per-graph
-        copies. Batches of ~16 graphs of 100 groups keep the working set in a core's cache;
-        larger ones are no faster."""
+        copies. The result does not depend on ``batch_size``, the number of graphs per
+        forward pass; passes are capped at ``MAX_PASS_GRAPHS`` (32) graphs: beyond ~16 graphs of
+        100 groups the working set leaves a core's cache and a pass gets slower per graph."""
         from torch_geometric.data.data import BaseData
 
-        from driple.inspector.model import GraphBatch, flush_denormals
+        from driple.inspector.model import MAX_PASS_GRAPHS, GraphBatch, flush_denormals
 
         if isinstance(graphs, BaseData):
             graphs = [graphs]
         graphs = list(graphs)
         self.model.eval()
         fs, outs = self.feature_scaler, []
-        for i in range(0, len(graphs), max(int(batch_size), 1)):
-            chunk = graphs[i:i + batch_size]
+        step = max(1, min(int(batch_size), MAX_PASS_GRAPHS))
+        for i in range(0, len(graphs), step):
+            chunk = graphs[i:i + step]
             for g in chunk:
                 self._check_graph(g)
             attr = None
