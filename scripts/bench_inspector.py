@@ -18,8 +18,9 @@ Graphs are synthetic unless ``--zoo`` is given: ``--groups`` nodes, each joined 
 ``baseline`` rows run the same weights through the pre-fusion path in the same run: the layers'
 own modules (:func:`driple.inspector.model.reference_forward`: GCNConv on a sparse adjacency
 normalised every pass, GRUCell, scatter Set2Set) fed by PyG's DataLoader, training without
-flushing denormals — what the inspector did before the fused kernel. A training "graph" is one graph of an epoch; each epoch also
-scores ``--batch-size`` validation graphs, included in the time.
+flushing denormals — what the inspector did before the fused kernel. A training "graph" is
+one graph of an epoch; each epoch also scores ``--batch-size`` validation graphs, included in
+the time, and the first epoch pays for allocating buffers (use ``--epochs 3`` or more).
 
 Each figure is reported as wall time and as process CPU time (robust to other jobs sharing the
 host: what the run costs, not how long it waited).
