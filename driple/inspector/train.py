@@ -70,8 +70,8 @@ def _batches(graphs: Sequence, batch_size: int, order=None) -> list:
             for j in range(0, len(order), batch_size)]
 
 
-def fit(model: torch.nn.Module, train: Sequence, val: Sequence, options: TrainOptions = TrainOptions(),
-        progress: bool = True, desc: str = "training") -> dict:
+def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
+        options: TrainOptions = TrainOptions(), progress: bool = True, desc: str = "training") -> dict:
     """Train ``model`` in place on prepared (scaled) graphs; returns the history.
 
     Only parameters with ``requires_grad`` are optimised (fine-tuning freezes the rest). The
