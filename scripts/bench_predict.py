@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--graphs", type=int, default=512, help="graphs for the batched figure")
-    p.add_argument("--batch-size", type=int, default=256, help="graphs per batch in predict_many")
+    p.add_argument("--batch-size", type=int, default=16, help="graphs per pass in predict_many (default 16)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     base = [build_zoo_input(m, batch_size=b, strategy=predictor.setting, **opts)
             for m, b in (("resnet", 16), ("mlp", 64), ("vgg", 16), ("lstm_lm", 8))]
     graphs = [base[i % len(base)] for i in range(args.graphs)]
-    predictor.predict_many(graphs[: args.batch_size], batch_size=args.batch_size)  # warm-up
+    predictor.predict_many(graphs[:64], batch_size=args.batch_size)  # warm-up
     runs = []
     for _ in range(max(3, args.repeats)):
         t0 = time.perf_counter()
