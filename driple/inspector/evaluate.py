@@ -98,9 +98,14 @@ def evaluate(
     seed: Optional[int] = None,
     progress: bool = True,
     families: Optional[Sequence[str]] = None,
+    overrides: Optional[dict] = None,
+    finetune_from: Optional[TrainedInspector] = None,
 ) -> dict:
     """Evaluate on ``dataset`` with a ``"random"`` or ``"family"`` split (see module doc);
     ``families`` limits a family split to these held-out families (default: all).
+    ``overrides`` replace training options of the family retraining (e.g. ``{"epochs": 80}``);
+    with ``finetune_from`` each fold's model is transferred from that source inspector (the
+    paper's scheme) instead of trained from scratch, as a target setting's inspector is.
 
     Returns ``{"split", "setting", "dataset", "scores": {model: table}, "folds": [...]}`` where a
     table is :func:`score_table`'s; for ``"family"`` ``scores`` is the mean over folds.
@@ -121,7 +126,7 @@ def evaluate(
     config = predictor.model.config()
     known = {k: v for k, v in predictor.info.get("training", {}).items()
              if k in TrainOptions.__dataclass_fields__}
-    options = TrainOptions(**{**known, "seed": seed})
+    options = TrainOptions(**{**known, **(overrides or {}), "seed": seed})
     splits = family_splits(dataset, seed=seed)
     if families:
         unknown = sorted(set(families) - {s.held_out for s in splits})
@@ -130,6 +135,13 @@ def evaluate(
         splits = [s for s in splits if s.held_out in set(families)]
     folds = []
     for fold_split in splits:
+        if finetune_from is not None:
+            from driple.inspector.transfer import finetune
+
+            fold_model = finetune(finetune_from, dataset, split=fold_split, scheme="paper",
+                                  options=options, progress=progress)
+            folds.append(evaluate_split(fold_model, dataset, fold_split, baselines, seed))
+            continue
         fold_model = train_inspector(
             dataset, fold_split, hidden_channels=config["hidden_channels"],
             num_repeats=config["num_repeats"], set2set_steps=config["set2set_steps"],
