@@ -134,7 +134,7 @@ def section_accuracy(args) -> None:
                           "folds": [{"held_out": f.get("held_out"), "n_test": f.get("n_test"),
                                      "scores": {k: v["mean"] for k, v in f["scores"].items()}}
                                     for f in report.get("folds", [])],
-                          "n_test": report.get("n_test")}
+                          "n_test": sum(f.get("n_test", 0) for f in report.get("folds", []))}
             s = report["scores"]
             print(f"accuracy {setting} {split}: NRMSE inspector {s['inspector']['mean']['nrmse']:.3f} "
                   f"mean {s['mean']['mean']['nrmse']:.3f} gbr {s['gbr']['mean']['nrmse']:.3f}",
