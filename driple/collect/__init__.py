@@ -3,7 +3,8 @@
 Data flow: :mod:`job` (what to run) -> :mod:`launcher` (start workers, optionally in
 :mod:`netns` emulated hosts, sample them) -> ``sampling`` / ``series`` / ``labeller`` (raw
 counters -> rates -> 12 metrics) -> :mod:`results` (one row per job in ``results.csv``) ->
-:mod:`sweep` (many jobs, resumable) and :mod:`plot` (see the burst/idle split).
+:mod:`sweep` (many jobs, resumable), :mod:`corun` (jobs run together), :mod:`relabel` (labels
+recomputed from the raw series) and :mod:`plot` (see the burst/idle split).
 
 Importing this package is cheap; torch is imported only when a job is run.
 """
@@ -21,6 +22,10 @@ _LAZY = {
     "write_grid": "driple.collect.sweep",
     "plot_job": "driple.collect.plot",
     "EmulatedCluster": "driple.collect.netns",
+    "run_corun": "driple.collect.corun",
+    "read_corun": "driple.collect.corun",
+    "load_coruns": "driple.collect.corun",
+    "check_dataset": "driple.collect.relabel",
 }
 
 
