@@ -31,7 +31,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "trained_models", "evaluation")
+DATASETS = os.path.join(ROOT, "datasets")
+OUT = None  # <models dir>/evaluation, set in main()
 SECTIONS = ("labels", "retest", "accuracy", "transfer", "design")
 PAPER_MEAN_ERROR = {"compute": 11, "memory": 9, "tx": 17, "rx": 15}  # %, Driple Table (GPU)
 
@@ -67,7 +68,7 @@ def _datasets() -> list[str]:
 def _dataset(setting, builder, workers=2):
     from driple.inspector.dataset import InspectorDataset
 
-    return InspectorDataset(os.path.join("datasets", setting), groups=builder.get("groups", 100),
+    return InspectorDataset(os.path.join(DATASETS, setting), groups=builder.get("groups", 100),
                             grouping=builder.get("grouping", "uniform"),
                             features=builder.get("features", "driple"), workers=workers)
 
@@ -77,9 +78,9 @@ def section_labels(args) -> None:
     from driple.collect.relabel import check_dataset
 
     out = {}
-    for name in sorted(os.listdir("datasets")):
-        if os.path.exists(os.path.join("datasets", name, "results.csv")):
-            r = check_dataset(os.path.join("datasets", name))
+    for name in sorted(os.listdir(DATASETS)):
+        if os.path.exists(os.path.join(DATASETS, name, "results.csv")):
+            r = check_dataset(os.path.join(DATASETS, name), progress=not args.quiet)
             out[name] = {"jobs": r["jobs"], "identical": r["identical"],
                          "mismatched": len(r["mismatched"]), "errors": len(r["errors"])}
             print(f"labels {name}: {r['identical']} of {r['jobs']} identical", flush=True)
@@ -90,8 +91,11 @@ def section_retest(args) -> None:
     from driple.collect.results import load_results
     from driple.metrics import METRICS
 
-    first = load_results(os.path.join("datasets", "cpu-ddp-w2-lo")).set_index("job_id")
-    again = load_results(os.path.join("datasets", "cpu-ddp-w2-lo-retest")).set_index("job_id")
+    if not os.path.exists(os.path.join(DATASETS, "cpu-ddp-w2-lo-retest", "results.csv")):
+        print("retest: no datasets/cpu-ddp-w2-lo-retest; skipped", flush=True)
+        return
+    first = load_results(os.path.join(DATASETS, "cpu-ddp-w2-lo")).set_index("job_id")
+    again = load_results(os.path.join(DATASETS, "cpu-ddp-w2-lo-retest")).set_index("job_id")
     again = again[again["status"] == "ok"]
     jobs = [j for j in again.index if j in first.index and first.loc[j, "status"] == "ok"]
     a = first.loc[jobs, list(METRICS)].astype(float).to_numpy()
@@ -314,8 +318,15 @@ def main(argv=None) -> int:
                    help="epoch bound of every retraining (default: the shipped inspector's)")
     p.add_argument("--patience", type=int, default=None, help="early-stopping patience of retrainings")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--datasets", default=None, help="datasets directory (default: the shipped one)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
+
+    global DATASETS, OUT
+    from driple.predict.registry import models_dir
+
+    DATASETS = os.path.abspath(args.datasets or DATASETS)
+    OUT = str(models_dir() / "evaluation")
 
     import torch
 
@@ -338,7 +349,7 @@ def main(argv=None) -> int:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("reproduce: interrupted; finished sections are in trained_models/evaluation/",
+        print(f"reproduce: interrupted; finished sections are in {OUT}",
               file=sys.stderr)
         return 130
     return 0

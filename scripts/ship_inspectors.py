@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         print(f"{args.source}: {len(source_ds)} jobs; train {len(split.train)}, val "
               f"{len(split.val)}, test {len(split.test)}", flush=True)
         variants = [False, True] if args.select_graph_attr else [args.graph_attr]
-        candidates = _train_variants(args, variants, options)
+        candidates = _train_variants(args, source_ds.root, variants, options)
         for v, c in zip(variants, candidates):
             print(f"  graph-level attributes {'on' if v else 'off'}: validation NRMSE "
                   f"{c.info['scores']['val']['mean']['nrmse']:.3f}", flush=True)
@@ -135,10 +135,9 @@ def _train_one(job):
     return model.state()
 
 
-def _train_variants(args, variants, options):
+def _train_variants(args, root, variants, options):
     from driple.inspector.predictor import TrainedInspector
 
-    root = os.path.join("datasets", args.source)
     builder = {"groups": args.groups, "grouping": args.grouping}
     jobs = [(root, builder, v, args.hidden, args.repeats, options, args.threads) for v in variants]
     if len(jobs) == 1:
