@@ -209,31 +209,11 @@ def corun_row(cid: str, setting: Setting, seconds: float, jobs: list[dict], meas
 class CoRunTable(ResultTable):
     """``<out_dir>/coruns.csv``: one row per co-run, rewritten atomically like ``results.csv``."""
 
+    columns = CORUN_COLUMNS
+
     def __init__(self, out_dir: str | os.PathLike):
         super().__init__(out_dir)
         self.path = self.dir / "coruns.csv"
-
-    def append(self, row: dict) -> None:
-        import csv
-        import io
-
-        with self._locked():
-            columns, rows = self._rows()
-            for c in list(CORUN_COLUMNS) + list(row):
-                if c not in columns:
-                    columns.append(c)
-            rows.append({k: _cell(v) for k, v in row.items()})
-            buf = io.StringIO()
-            writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            with open(tmp, "w", newline="") as f:
-                f.write(buf.getvalue())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            _fsync_dir(self.dir)
 
     def read(self, history: bool = False):
         """The table as a DataFrame: the last row of each co-run (``history=True``: every row)."""

@@ -52,6 +52,8 @@ def is_interrupted(reason) -> bool:
 class ResultTable:
     """``<out_dir>/results.csv``: append rows atomically, read them back with pandas."""
 
+    columns = BASE_COLUMNS  # always in the header, in this order (subclasses: other tables)
+
     def __init__(self, out_dir: str | os.PathLike):
         self.dir = Path(out_dir)
         self.path = self.dir / "results.csv"
@@ -77,7 +79,7 @@ class ResultTable:
         """Add one row (new columns extend the header; old rows get them empty)."""
         with self._locked():
             columns, rows = self._rows()
-            for c in list(BASE_COLUMNS) + list(row):
+            for c in list(self.columns) + list(row):
                 if c not in columns:
                     columns.append(c)
             rows.append({k: _cell(v) for k, v in row.items()})
