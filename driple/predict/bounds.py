@@ -56,11 +56,18 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tu
                     notes[i].append(f"{m} {_num(v)} lies outside the training jobs' range "
                                     f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
             if m in upper and v > upper[m]:
-                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m])}, the most a worker "
-                                f"can reach in {setting}")
+                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m])}: {_why(m, setting)}")
                 row[j] = upper[m]
         np.clip(row, 0.0, None, out=row)
     return values, notes
+
+
+def _why(metric: str, setting: str) -> str:
+    if metric == "compute_burst_amount" and not setting.startswith("gpu"):
+        return f"the most any training job's worker reached in {setting}"
+    if metric == "memory_burst_amount":
+        return "all of the memory"
+    return f"the link rate of {setting}" if metric.startswith(("tx", "rx")) else "its physical bound"
 
 
 def _num(v: float) -> str:
