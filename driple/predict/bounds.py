@@ -53,7 +53,8 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tu
             v = row[j]
             if low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j]):
                 if v > high[j] * 1.05 or v < low[j] * 0.95:
-                    notes[i].append(f"{m} {_num(v)} lies outside the training jobs' range "
+                    shown = " (shown as 0)" if v < 0 else ""
+                    notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
                                     f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
             if m in upper and v > upper[m]:
                 notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m])}: {_why(m, setting)}")
