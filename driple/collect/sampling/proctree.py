@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
+
+from driple.collect.sampling.native import fastread
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _RDONLY = os.O_RDONLY | os.O_CLOEXEC
@@ -140,12 +143,14 @@ class ProcessTree:
     total never goes backwards. Pid reuse is caught at each :meth:`refresh` (start time).
     """
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, native=fastread) -> None:
         self.pid = pid
         self.members: dict[int, _Member] = {}
         self.gone_cpu_ns = 0  # CPU time of members that have exited
         self.root_start = start_time(pid)
         self.ended = self.root_start is None
+        self._native = native  # the native reader, or None: read in Python
+        self._flat = None  # (clocks, fds, cpu_last, root index) of the members, for _native
         self.refresh()
 
     @property
@@ -156,6 +161,7 @@ class ProcessTree:
         """Walk the tree again: add new descendants, retire those that are gone."""
         if self.ended:
             return
+        self._unflatten()
         if start_if_running(self.pid) != self.root_start:
             self.sample()  # last reading of everyone still readable
             self._end()
@@ -199,12 +205,50 @@ class ProcessTree:
             self._end()
 
     def _end(self) -> None:
+        self._unflatten()
         for m in list(self.members.values()):
             self._retire(m)
         self.ended = True
 
+    # -- reading ----------------------------------------------------------------------------
+    # The native reader keeps each member's latest CPU time in the flat array ``cpu_last``;
+    # :meth:`_unflatten` copies it back to the members before anything that needs it (walks,
+    # retiring, the Python path), and the arrays are rebuilt at the next native read.
+
+    def _flatten(self) -> tuple:
+        ms = list(self.members.values())
+        root_at = next((i for i, m in enumerate(ms) if m.pid == self.pid), -1)
+        self._flat = (
+            array("q", [m.clock for m in ms]),
+            array("q", [m.statm_fd for m in ms]),
+            array("q", [m.cpu_ns for m in ms]),
+            root_at,
+            ms,
+        )
+        return self._flat
+
+    def _unflatten(self) -> None:
+        if self._flat is not None:
+            for m, c in zip(self._flat[4], self._flat[2]):
+                m.cpu_ns = c
+            self._flat = None
+
     def sample(self) -> tuple[int, int]:
-        """``(cpu_ns, rss_bytes)`` of the tree now. Sets :attr:`ended` when the root has exited."""
+        """``(cpu_ns, rss_bytes)`` of the tree now. Sets :attr:`ended` when the root has exited.
+
+        Natively when it can: any irregularity (a clock that cannot be read, a root without
+        memory) is left to the Python path, which decides what it means.
+        """
+        if self._native is not None and not self.ended:
+            flat = self._flat or self._flatten()
+            got = self._native.read_tree(flat[0], flat[1], flat[2], flat[3])
+            if got is not None and got[2] != 0:
+                return self.gone_cpu_ns + got[0], got[1] * PAGE_SIZE
+            self._unflatten()
+        return self._read_python()
+
+    def _read_python(self) -> tuple[int, int]:
+        """:meth:`sample` in Python: the reference for the native reader, and its fallback."""
         cpu = self.gone_cpu_ns
         rss_pages = 0
         root_pages = -1

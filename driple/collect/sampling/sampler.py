@@ -15,6 +15,7 @@ from array import array
 from pathlib import Path
 
 from driple.collect.sampling import nvml as nvml_mod
+from driple.collect.sampling.native import fastread
 from driple.collect.sampling.netdev import InterfaceTotals, VethCounters
 from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, cpu_clock_id, is_running
 from driple.collect.sampling.target import Target
@@ -330,6 +331,7 @@ class Sampler:
             "n_samples": self.n_samples,
             "n_late": self.n_late,
             "n_retried": self.n_retried,
+            "native_reads": fastread is not None,  # same readings either way; CPU cost differs
             "interfaces": self.ifaces.names,
             "targets": [
                 {

@@ -1,0 +1,164 @@
+"""The optional native reads (``_fastread``) give the same readings as the Python reference."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from array import array
+
+import pytest
+
+from driple.collect.sampling import SamplerProcess, Target, read_raw
+from driple.collect.sampling.native import fastread
+from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree
+from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader
+
+needs_native = pytest.mark.skipif(fastread is None, reason="the _fastread extension is not built")
+
+TREE = r"""
+import subprocess, sys, time
+kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+c = time.thread_time() + 0.1
+while time.thread_time() < c:
+    pass
+print(kid.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@needs_native
+def test_statm_parsing_and_clock_failure(tmp_path):
+    def read(text: bytes | None, clock=time.CLOCK_MONOTONIC):
+        fds = array("q", [-1])
+        if text is not None:
+            (tmp_path / "statm").write_bytes(text)
+            fds[0] = os.open(tmp_path / "statm", os.O_RDONLY)
+        try:
+            return fastread.read_tree(array("q", [clock]), fds, array("q", [0]), 0)
+        finally:
+            if fds[0] >= 0:
+                os.close(fds[0])
+
+    assert read(b"5000 1234 300 1 0 800 0\n")[1:] == (1234, 1234)
+    assert read(b"5000 0 0 1 0 0 0\n")[1:] == (0, 0)
+    for bad in (b"", b"5000\n", b"5000 12x4 1\n", b"5000 -3 1\n"):  # Python: int() fails -> 0 pages
+        assert read(bad)[1:] == (0, 0), bad
+    assert read(None)[1:] == (0, -1)  # no statm file: not counted
+    assert read(b"1 2 3\n", clock=(~999_999_999 << 3) | 2) is None  # a clock that cannot be read
+
+
+@needs_native
+def test_process_tree_native_matches_python():
+    p = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE)
+    try:
+        kid = int(p.stdout.readline())
+        py, nat = ProcessTree(p.pid, native=None), ProcessTree(p.pid, native=fastread)
+        assert py.size == nat.size == 2
+        cpu_a, rss_a = py.sample()
+        cpu_b, rss_b = nat.sample()
+        cpu_c, rss_c = py.sample()
+        assert cpu_a <= cpu_b <= cpu_c and cpu_b > 0.09e9
+        assert rss_a == rss_b == rss_c and rss_b > 1_000_000 and rss_b % PAGE_SIZE == 0
+        os.kill(kid, 9)  # a member exits (a zombie until reaped): its CPU time stays in the total
+        time.sleep(0.2)
+        for tree, before in ((py, cpu_c), (nat, cpu_b)):
+            cpu, rss = tree.sample()
+            assert cpu >= before and rss < rss_b and not tree.ended
+            tree.refresh()
+            assert tree.sample()[0] >= cpu
+        assert py.size == nat.size
+        p.kill()
+        p.wait()
+        for tree in (py, nat):
+            tree.sample()
+            assert tree.ended
+            tree.close()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _socket_pairs(n: int):
+    srv = socket.create_server(("127.0.0.1", 0))
+    pairs = []
+    for _ in range(n):
+        a = socket.create_connection(srv.getsockname())
+        b, _ = srv.accept()
+        pairs.append((a, b))
+    srv.close()
+    return pairs
+
+
+@needs_native
+def test_inet_diag_native_matches_python():
+    pairs = _socket_pairs(6)
+    try:
+        for i, (a, b) in enumerate(pairs):
+            a.sendall(b"x" * (1000 + i))
+            b.sendall(b"y" * (10 + i))
+        time.sleep(0.05)
+        with TcpInfoReader(native=None) as py, TcpInfoReader(native=fastread) as nat:
+            table = py.dump()
+            keys = [table[os.fstat(s.fileno()).st_ino][0] for pair in pairs for s in pair]
+            assert py.query(keys) == nat.query(keys) == py.query(keys)
+            pairs[2][0].close()
+            pairs[2][1].close()
+            time.sleep(0.05)
+            got = nat.query(keys)
+            assert got == py.query(keys)
+            assert got[4] in (None, (1003, 12)) and got[0] == (1001, 10)  # gone or last counts
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+@needs_native
+def test_tcp_accounts_native_matches_python():
+    pairs = _socket_pairs(4)
+    try:
+        for i, (a, b) in enumerate(pairs):
+            a.sendall(b"x" * 1000 * (i + 1))
+        time.sleep(0.05)
+        ino = [os.fstat(a.fileno()).st_ino for a, _ in pairs]
+        accs = [TcpAccounts(2, TcpInfoReader(native=n)) for n in (None, fastread)]
+        for acc in accs:
+            acc.assign([{ino[0], ino[1]}, {ino[2], ino[3]}], now=0.0)
+        assert accs[0].read() == accs[1].read() == ([3002, 7002], [0, 0])
+        pairs[1][0].close()
+        pairs[1][1].close()
+        time.sleep(0.05)
+        assert accs[0].read() == accs[1].read()
+        pairs[2][0].sendall(b"z" * 500)
+        time.sleep(0.05)
+        assert accs[0].read() == accs[1].read()
+        assert accs[0].n_sockets == accs[1].n_sockets
+        for acc in accs:
+            acc.close()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize("native", ["0", "1"])
+def test_sampler_process_reads_in_either_mode(tmp_path, monkeypatch, native):
+    if native == "1" and fastread is None:
+        pytest.skip("the _fastread extension is not built")
+    monkeypatch.setenv("DRIPLE_SAMPLER_NATIVE", native)  # inherited by the sampler process
+    p = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE)
+    out = tmp_path / f"native{native}.npz"
+    try:
+        p.stdout.readline()
+        with SamplerProcess([Target("w", p.pid)], out):
+            time.sleep(0.3)
+    finally:
+        p.kill()
+        p.wait()
+    raw = read_raw(out)
+    assert raw.meta["native_reads"] is (native == "1")
+    c = raw.counters("w")
+    assert (c["n_procs"] == 2).all() and (c["rss_bytes"] > 1_000_000).all()
+    assert c["cpu_ns"].iloc[0] > 0.09e9 and c["cpu_ns"].is_monotonic_increasing
