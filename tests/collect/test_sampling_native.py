@@ -12,7 +12,7 @@ import pytest
 
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.native import fastread
-from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree
+from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, TreeGroup
 from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader
 
 needs_native = pytest.mark.skipif(fastread is None, reason="the _fastread extension is not built")
@@ -31,53 +31,61 @@ time.sleep(60)
 @needs_native
 def test_statm_parsing_and_clock_failure(tmp_path):
     def read(text: bytes | None, clock=time.CLOCK_MONOTONIC):
+        """(ok, rss bytes, root pages) of a one-member tree whose statm file holds ``text``."""
         fds = array("q", [-1])
         if text is not None:
             (tmp_path / "statm").write_bytes(text)
             fds[0] = os.open(tmp_path / "statm", os.O_RDONLY)
+        cpu, rss, root = array("q", [0]), array("q", [0]), array("q", [0])
         try:
-            return fastread.read_tree(array("q", [clock]), fds, array("q", [0]), 0)
+            ok = fastread.read_trees(array("q", [clock]), fds, array("q", [0]), array("q", [0]),
+                                     array("q", [0]), array("q", [7]), 10, cpu, rss, root)
         finally:
             if fds[0] >= 0:
                 os.close(fds[0])
+        assert not ok or cpu[0] > 7
+        return ok, rss[0], root[0]
 
-    assert read(b"5000 1234 300 1 0 800 0\n")[1:] == (1234, 1234)
-    assert read(b"5000 0 0 1 0 0 0\n")[1:] == (0, 0)
+    assert read(b"5000 1234 300 1 0 800 0\n") == (True, 12340, 1234)
+    assert read(b"5000 0 0 1 0 0 0\n") == (True, 0, 0)
     for bad in (b"", b"5000\n", b"5000 12x4 1\n", b"5000 -3 1\n"):  # Python: int() fails -> 0 pages
-        assert read(bad)[1:] == (0, 0), bad
-    assert read(None)[1:] == (0, -1)  # no statm file: not counted
-    assert read(b"1 2 3\n", clock=(~999_999_999 << 3) | 2) is None  # a clock that cannot be read
+        assert read(bad) == (True, 0, 0), bad
+    assert read(None) == (True, 0, -1)  # no statm file: not counted
+    assert read(b"1 2 3\n", clock=(~999_999_999 << 3) | 2)[0] is False  # a clock that cannot be read
 
 
 @needs_native
-def test_process_tree_native_matches_python():
-    p = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE)
+def test_tree_group_native_matches_python():
+    procs = [subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE) for _ in range(2)]
     try:
-        kid = int(p.stdout.readline())
-        py, nat = ProcessTree(p.pid, native=None), ProcessTree(p.pid, native=fastread)
-        assert py.size == nat.size == 2
-        cpu_a, rss_a = py.sample()
-        cpu_b, rss_b = nat.sample()
-        cpu_c, rss_c = py.sample()
-        assert cpu_a <= cpu_b <= cpu_c and cpu_b > 0.09e9
-        assert rss_a == rss_b == rss_c and rss_b > 1_000_000 and rss_b % PAGE_SIZE == 0
-        os.kill(kid, 9)  # a member exits (a zombie until reaped): its CPU time stays in the total
+        kids = [int(p.stdout.readline()) for p in procs]
+        py = TreeGroup([ProcessTree(p.pid) for p in procs], native=None)
+        nat = TreeGroup([ProcessTree(p.pid) for p in procs], native=fastread)
+        assert [t.size for t in py.trees] == [t.size for t in nat.trees] == [2, 2]
+        (cpu_a, rss_a), (cpu_b, rss_b), (cpu_c, rss_c) = (list(map(list, g.read())) for g in (py, nat, py))
+        for k in range(2):
+            assert cpu_a[k] <= cpu_b[k] <= cpu_c[k] and cpu_b[k] > 0.09e9
+            assert rss_a[k] == rss_b[k] == rss_c[k] > 1_000_000 and rss_b[k] % PAGE_SIZE == 0
+        os.kill(kids[0], 9)  # a member exits (a zombie until reaped): its CPU time stays in the total
         time.sleep(0.2)
-        for tree, before in ((py, cpu_c), (nat, cpu_b)):
-            cpu, rss = tree.sample()
-            assert cpu >= before and rss < rss_b and not tree.ended
-            tree.refresh()
-            assert tree.sample()[0] >= cpu
-        assert py.size == nat.size
-        p.kill()
-        p.wait()
-        for tree in (py, nat):
-            tree.sample()
-            assert tree.ended
-            tree.close()
+        for g, before in ((py, cpu_c), (nat, cpu_b)):
+            cpu, rss = map(list, g.read())
+            assert cpu[0] >= before[0] and rss[0] < rss_b[0] and rss[1] == rss_b[1]
+            g.refresh()
+            assert g.read()[0][0] >= cpu[0]
+        assert [t.size for t in py.trees] == [t.size for t in nat.trees]
+        procs[1].kill()  # a root exits: its tree ends, the other goes on
+        procs[1].wait()
+        for g in (py, nat):
+            g.read()
+            assert g.trees[1].ended and not g.trees[0].ended
+            cpu, _ = g.read()
+            assert cpu[1] >= cpu_b[1]
+            g.close()
     finally:
-        p.kill()
-        p.wait()
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def _socket_pairs(n: int):

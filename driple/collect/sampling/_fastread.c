@@ -3,7 +3,7 @@
  * Why: a sampler that sleeps 10 ms between samples wakes up with cold caches, and then each
  * Python-level system call costs several microseconds of interpreter work on top of the
  * kernel's own. These two functions do, per call, exactly what the Python loops they replace
- * do (proctree.ProcessTree._read_python, tcpinfo.TcpInfoReader._fold_python); the Python
+ * do (proctree.ProcessTree.sample, tcpinfo.TcpInfoReader._fold_python); the Python
  * versions stay the reference and the fallback when this module is not built.
  * No allocation per call except the small result objects; Linux only.
  */
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ABI 1 /* bumped when a signature or a semantic changes; checked by native.py */
+#define ABI 2 /* bumped when a signature or a semantic changes; checked by native.py */
 
 /* netlink / inet_diag constants, as in tcpinfo.py */
 #define SOCK_DIAG_BY_FAMILY 20
@@ -51,58 +51,76 @@ static void release(Py_buffer *views, int n) {
     for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
 }
 
-/* read_tree(clocks, fds, cpu_last, root_at) -> (cpu_ns_sum, rss_pages, root_pages) | None
- *
- * For each member i: CPU clock clocks[i] (stored into cpu_last[i]) and the resident pages
- * (2nd field) of the statm file open as fds[i] (skipped if fds[i] < 0; 0 if unreadable).
- * root_pages: the pages of member root_at, -1 if none. None as soon as a CPU clock cannot be
- * read (a member exited): the caller then takes its careful path.
- */
-static PyObject *read_tree(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "read_tree(clocks, fds, cpu_last, root_at)");
-        return NULL;
-    }
-    Py_ssize_t root_at = PyLong_AsSsize_t(args[3]);
-    if (root_at == -1 && PyErr_Occurred()) return NULL;
-    Py_buffer v[3];
-    if (get_buffers(args, v, "rrw", 3) < 0) return NULL;
-    Py_ssize_t n = v[0].len / 8;
-    if (v[1].len / 8 != n || v[2].len / 8 != n) {
-        release(v, 3);
-        PyErr_SetString(PyExc_ValueError, "clocks, fds and cpu_last differ in length");
-        return NULL;
-    }
-    const int64_t *clocks = v[0].buf, *fds = v[1].buf;
-    int64_t *last = v[2].buf;
-    long long cpu = 0, pages_sum = 0, root_pages = -1;
+/* Resident pages: the 2nd field of a statm file ("size resident shared ..."); 0 if unreadable,
+ * like int(data.split(None, 2)[1]) failing in Python. */
+static long long statm_resident(int fd) {
     char buf[64];
+    ssize_t got = pread(fd, buf, sizeof buf, 0);
+    if (got <= 0) return 0;
+    ssize_t j = 0;
+    while (j < got && buf[j] == ' ') j++;
+    while (j < got && buf[j] != ' ' && buf[j] != '\n') j++;
+    while (j < got && buf[j] == ' ') j++;
+    ssize_t start = j;
+    long long pages = 0;
+    while (j < got && buf[j] >= '0' && buf[j] <= '9') pages = pages * 10 + (buf[j++] - '0');
+    if (j == start || (j < got && buf[j] != ' ' && buf[j] != '\n')) return 0;
+    return pages;
+}
+
+/* read_trees(clocks, fds, cpu_last, owner, roots, gone, page_size, cpu, rss, root_pages) -> bool
+ *
+ * Members (all trees, flat): CPU clock clocks[i] (stored into cpu_last[i]) and the resident
+ * pages of the statm file open as fds[i] (skipped if < 0). Per tree k: cpu[k] = gone[k] + the
+ * sum of its members' clocks, rss[k] = their pages * page_size, root_pages[k] = the pages of
+ * member roots[k] (-1 if none). False as soon as a CPU clock cannot be read (a member
+ * exited): the caller then reads tree by tree in Python.
+ */
+static PyObject *read_trees(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_trees(clocks, fds, cpu_last, owner, roots, gone, page_size, cpu, rss, root_pages)");
+        return NULL;
+    }
+    long long page_size = PyLong_AsLongLong(args[6]);
+    if (page_size == -1 && PyErr_Occurred()) return NULL;
+    PyObject *bufs[9] = {args[0], args[1], args[2], args[3], args[4], args[5], args[7], args[8], args[9]};
+    Py_buffer v[9];
+    if (get_buffers(bufs, v, "rrwrrrwww", 9) < 0) return NULL;
+    Py_ssize_t n = v[0].len / 8, n_trees = v[4].len / 8;
+    int bad = v[1].len / 8 != n || v[2].len / 8 != n || v[3].len / 8 != n;
+    for (int i = 5; i < 9; i++) bad |= v[i].len / 8 != n_trees;
+    if (bad) {
+        release(v, 9);
+        PyErr_SetString(PyExc_ValueError, "read_trees: inconsistent array lengths");
+        return NULL;
+    }
+    const int64_t *clocks = v[0].buf, *fds = v[1].buf, *owner = v[3].buf, *roots = v[4].buf,
+                  *gone = v[5].buf;
+    int64_t *last = v[2].buf, *cpu = v[6].buf, *rss = v[7].buf, *root_pages = v[8].buf;
+    for (Py_ssize_t k = 0; k < n_trees; k++) {
+        cpu[k] = gone[k];
+        rss[k] = 0;
+        root_pages[k] = -1;
+    }
+    int ok = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = owner[i];
         struct timespec ts;
-        if (clock_gettime((clockid_t)clocks[i], &ts) != 0) {
-            release(v, 3);
-            Py_RETURN_NONE;
+        if (k < 0 || k >= n_trees || clock_gettime((clockid_t)clocks[i], &ts) != 0) {
+            ok = 0;
+            break;
         }
         long long c = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
         last[i] = c;
-        cpu += c;
+        cpu[k] += c;
         if (fds[i] < 0) continue;
-        long long pages = 0;
-        ssize_t got = pread((int)fds[i], buf, sizeof buf, 0);
-        if (got > 0) { /* "size resident shared ...": the second field */
-            ssize_t j = 0;
-            while (j < got && buf[j] == ' ') j++;
-            while (j < got && buf[j] != ' ' && buf[j] != '\n') j++;
-            while (j < got && buf[j] == ' ') j++;
-            ssize_t start = j;
-            while (j < got && buf[j] >= '0' && buf[j] <= '9') pages = pages * 10 + (buf[j++] - '0');
-            if (j == start || (j < got && buf[j] != ' ' && buf[j] != '\n')) pages = 0;
-        }
-        pages_sum += pages;
-        if (i == root_at) root_pages = pages;
+        long long pages = statm_resident((int)fds[i]);
+        rss[k] += pages * page_size;
+        if (roots[k] == i) root_pages[k] = pages;
     }
-    release(v, 3);
-    return Py_BuildValue("(LLL)", cpu, pages_sum, root_pages);
+    release(v, 9);
+    return PyBool_FromLong(ok);
 }
 
 static inline uint32_t rd32(const unsigned char *p) { uint32_t x; memcpy(&x, p, 4); return x; }
@@ -247,8 +265,8 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"read_tree", (PyCFunction)(void (*)(void))read_tree, METH_FASTCALL,
-     "read_tree(clocks, fds, cpu_last, root_at) -> (cpu_ns, rss_pages, root_pages) or None"},
+    {"read_trees", (PyCFunction)(void (*)(void))read_trees, METH_FASTCALL,
+     "read_trees(clocks, fds, cpu_last, owner, roots, gone, page_size, cpu, rss, root_pages) -> bool"},
     {"tcp_batch", (PyCFunction)(void (*)(void))tcp_batch, METH_FASTCALL,
      "tcp_batch(sock_fd, requests, base, n, first, owner, acked, received, tx, rx) -> gone"},
     {NULL, NULL, 0, NULL},

@@ -67,9 +67,9 @@ class InterfaceTotals:
         self.read()
 
     def _parse(self) -> dict[str, tuple[int, int]]:
-        data = b""
-        while True:  # /proc/net/dev may exceed one read on hosts with many interfaces
-            chunk = os.pread(self._fd, 65536, len(data))
+        data = os.pread(self._fd, 65536, 0)
+        while len(data) % 65536 == 0 and data:  # many interfaces; a short read is the end
+            chunk = os.pread(self._fd, 65536, len(data))  # (every pread regenerates the file)
             if not chunk:
                 break
             data += chunk

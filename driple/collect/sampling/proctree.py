@@ -28,7 +28,7 @@ def read_proc(path: str, whole: bool = False) -> bytes:
     fd = os.open(path, _RDONLY)
     try:
         data = os.read(fd, 4096)
-        if whole and data:
+        if whole and len(data) == 4096:  # a seq_file read is only short at the end
             while chunk := os.read(fd, 65536):
                 data += chunk
         return data
@@ -130,6 +130,19 @@ class _Member:
         except OSError:
             self.statm_fd = -1
 
+    def answers(self) -> bool:
+        """True while the process this member was opened for exists (its statm file reads).
+
+        The open file stays bound to that process, so this also rules out pid reuse.
+        """
+        if self.statm_fd < 0:
+            return False
+        try:
+            os.pread(self.statm_fd, 64, 0)
+        except OSError:
+            return False
+        return True
+
     def close(self) -> None:
         if self.statm_fd >= 0:
             os.close(self.statm_fd)
@@ -140,17 +153,17 @@ class ProcessTree:
     """Cumulative CPU time (ns) and current RSS (bytes) of a process and its descendants.
 
     CPU time of a process that exits (or leaves the tree) is kept at its last value, so the
-    total never goes backwards. Pid reuse is caught at each :meth:`refresh` (start time).
+    total never goes backwards. Pid reuse is caught at each :meth:`refresh`: a member whose
+    statm file no longer reads has gone, and a new process under its pid (another start
+    time) becomes a new member.
     """
 
-    def __init__(self, pid: int, native=fastread) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
         self.members: dict[int, _Member] = {}
         self.gone_cpu_ns = 0  # CPU time of members that have exited
         self.root_start = start_time(pid)
         self.ended = self.root_start is None
-        self._native = native  # the native reader, or None: read in Python
-        self._flat = None  # (clocks, fds, cpu_last, root index) of the members, for _native
         self.refresh()
 
     @property
@@ -161,7 +174,6 @@ class ProcessTree:
         """Walk the tree again: add new descendants, retire those that are gone."""
         if self.ended:
             return
-        self._unflatten()
         if start_if_running(self.pid) != self.root_start:
             self.sample()  # last reading of everyone still readable
             self._end()
@@ -170,6 +182,9 @@ class ProcessTree:
         keep = set()
         for pid in current:
             m = self.members.get(pid)
+            if m is not None and m.answers():  # still the same process: no need for its start time
+                keep.add(pid)
+                continue
             st = start_time(pid)
             if st is None:
                 continue
@@ -205,50 +220,15 @@ class ProcessTree:
             self._end()
 
     def _end(self) -> None:
-        self._unflatten()
         for m in list(self.members.values()):
             self._retire(m)
         self.ended = True
 
-    # -- reading ----------------------------------------------------------------------------
-    # The native reader keeps each member's latest CPU time in the flat array ``cpu_last``;
-    # :meth:`_unflatten` copies it back to the members before anything that needs it (walks,
-    # retiring, the Python path), and the arrays are rebuilt at the next native read.
-
-    def _flatten(self) -> tuple:
-        ms = list(self.members.values())
-        root_at = next((i for i, m in enumerate(ms) if m.pid == self.pid), -1)
-        self._flat = (
-            array("q", [m.clock for m in ms]),
-            array("q", [m.statm_fd for m in ms]),
-            array("q", [m.cpu_ns for m in ms]),
-            root_at,
-            ms,
-        )
-        return self._flat
-
-    def _unflatten(self) -> None:
-        if self._flat is not None:
-            for m, c in zip(self._flat[4], self._flat[2]):
-                m.cpu_ns = c
-            self._flat = None
-
     def sample(self) -> tuple[int, int]:
         """``(cpu_ns, rss_bytes)`` of the tree now. Sets :attr:`ended` when the root has exited.
 
-        Natively when it can: any irregularity (a clock that cannot be read, a root without
-        memory) is left to the Python path, which decides what it means.
+        The reference reading; :class:`TreeGroup` reads many trees at once natively.
         """
-        if self._native is not None and not self.ended:
-            flat = self._flat or self._flatten()
-            got = self._native.read_tree(flat[0], flat[1], flat[2], flat[3])
-            if got is not None and got[2] != 0:
-                return self.gone_cpu_ns + got[0], got[1] * PAGE_SIZE
-            self._unflatten()
-        return self._read_python()
-
-    def _read_python(self) -> tuple[int, int]:
-        """:meth:`sample` in Python: the reference for the native reader, and its fallback."""
         cpu = self.gone_cpu_ns
         rss_pages = 0
         root_pages = -1
@@ -283,3 +263,75 @@ class ProcessTree:
             # process always has resident pages
             self._end()
         return cpu, rss_pages * PAGE_SIZE
+
+
+class TreeGroup:
+    """The process trees of all targets, read together: one native call per sample.
+
+    Natively, the members of every tree are laid out flat in arrays, and each member's latest
+    CPU time lives in one of them; :meth:`sync` hands it back to the members and drops the
+    arrays before anything that needs or changes the members (:meth:`refresh`, the Python path,
+    :meth:`close`: walk the trees only through the group). Without the native reader, or when a
+    native read is irregular (a CPU clock that cannot be read: a member exited; a root without
+    memory), every tree is read by :meth:`ProcessTree.sample`, which decides what it means.
+    """
+
+    def __init__(self, trees: list[ProcessTree], native=fastread) -> None:
+        self.trees = trees
+        self._native = native
+        self._flat = None
+        zeros = array("q", [0]) * len(trees)
+        self._out = (zeros, zeros[:], zeros[:])  # cpu_ns, rss_bytes, root pages per tree
+
+    def read(self):
+        """``(cpu_ns, rss_bytes)``, each indexable by tree; valid until the next call."""
+        native = self._native
+        if native is not None:
+            flat = self._flat or self._flatten()
+            cpu, rss, root_pages = self._out
+            if native.read_trees(*flat[0], PAGE_SIZE, cpu, rss, root_pages) and 0 not in root_pages:
+                return cpu, rss
+            self.sync()
+        got = [t.sample() for t in self.trees]
+        return [c for c, _ in got], [r for _, r in got]
+
+    def _flatten(self) -> tuple:
+        ms, owner, roots = [], [], []
+        for k, tree in enumerate(self.trees):
+            root_at = -1
+            for m in tree.members.values():
+                if m.pid == tree.pid:
+                    root_at = len(ms)
+                ms.append(m)
+                owner.append(k)
+            roots.append(root_at)
+        arrays = (
+            array("q", [m.clock for m in ms]),
+            array("q", [m.statm_fd for m in ms]),
+            array("q", [m.cpu_ns for m in ms]),  # cpu_last
+            array("q", owner),
+            array("q", roots),
+            array("q", [t.gone_cpu_ns for t in self.trees]),
+        )
+        self._flat = (arrays, ms)
+        return self._flat
+
+    def sync(self) -> None:
+        """Give the members their latest CPU times (read natively); the next read re-lays them."""
+        if self._flat is not None:
+            arrays, ms = self._flat
+            for m, c in zip(ms, arrays[2]):
+                m.cpu_ns = c
+            self._flat = None
+
+    def refresh(self) -> None:
+        """Walk every tree that has not ended (:meth:`ProcessTree.refresh`)."""
+        self.sync()
+        for tree in self.trees:
+            if not tree.ended:
+                tree.refresh()
+
+    def close(self) -> None:
+        self.sync()
+        for tree in self.trees:
+            tree.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 from driple.collect.sampling import nvml as nvml_mod
 from driple.collect.sampling.native import fastread
 from driple.collect.sampling.netdev import InterfaceTotals, VethCounters
-from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, cpu_clock_id, is_running
+from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, TreeGroup, cpu_clock_id, is_running
 from driple.collect.sampling.target import Target
 from driple.collect.sampling.tcpinfo import TcpAccounts, socket_inodes
 from driple.errors import DripleError
@@ -155,8 +155,10 @@ class Sampler:
             (i, k): (array("q"), array("d")) for i in self.gpus for k in nvml_mod.KINDS
         }
         self.tracks = [_Track(t, src, device == "gpu") for t, src in zip(targets, sources)]
+        self.trees = TreeGroup([tr.tree for tr in self.tracks])  # walk and read them through it
         self._live = list(enumerate(self.tracks))  # (index, track) of targets still running
         self.tcp = TcpAccounts(len(targets)) if "tcp_info" in sources else None
+        self._veths = any(tr.veth is not None for tr in self.tracks)
         self.ifaces = InterfaceTotals()
         self.iface_t = array("q")
         self.iface_cols = [(array("q"), array("q")) for _ in self.ifaces.names]
@@ -176,9 +178,7 @@ class Sampler:
     # -- periodic work -------------------------------------------------------------------
     def refresh(self) -> None:
         """Walk process trees again and match their sockets (every ``REFRESH_S``)."""
-        for tr in self.tracks:
-            if tr.ended_ns is None:
-                tr.tree.refresh()
+        self.trees.refresh()
         if self.tcp is not None:
             owned = []
             for tr in self.tracks:
@@ -206,26 +206,22 @@ class Sampler:
 
         If the block took too long (the sampler was preempted, or the VM lost its CPU), the
         counters and the timestamp no longer match: read again, up to twice.
-        The sampler's hot path (100 Hz): plain loops, no comprehensions or per-target calls
-        beyond the readings themselves.
+        The sampler's hot path (100 Hz): all process trees in one call (:class:`TreeGroup`),
+        all sockets in one (:class:`TcpAccounts`), then one ``extend`` per target.
         """
         now = time.monotonic_ns
         live = self._live
         tcp = self.tcp
+        read_trees = self.trees.read
+        veths = self._veths
         mem_used = {i: g.memory_used() for i, g in self.gpus.items()} if self.gpus else None
         for _attempt in range(3):
             a = now()
             if tcp is not None:
                 net_tx, net_rx = tcp.read()
-            readings = []  # one row per live target: t_ns (set below), cpu, rss, tx, rx, n_procs
-            push = readings.append
-            for k, tr in live:
-                tree = tr.tree
-                cpu, rss = tree.sample()
-                if tr.veth is None:
-                    push([0, cpu, rss, net_tx[k], net_rx[k], len(tree.members)])
-                else:
-                    push([0, cpu, rss, *tr.veth.read(), len(tree.members)])
+            cpu, rss = read_trees()
+            if veths:
+                veth_read = [tr.veth.read() if tr.veth is not None else None for tr in self.tracks]
             b = now()
             span = b - a
             if span <= MAX_SPAN_NS or span <= 3 * self.min_span_ns:
@@ -238,13 +234,16 @@ class Sampler:
             self.start_ns = t
         self.spans.append(span)
         ended = False
-        for (k, tr), row in zip(live, readings):
-            if tr.tree.ended:
+        for k, tr in live:
+            tree = tr.tree
+            if tree.ended:
                 tr.ended_ns = t
                 ended = True
                 continue
-            row[0] = t
-            tr.extend(row)
+            if tr.veth is None:
+                tr.extend((t, cpu[k], rss[k], net_tx[k], net_rx[k], len(tree.members)))
+            else:
+                tr.extend((t, cpu[k], rss[k], *veth_read[k], len(tree.members)))
             if mem_used:
                 tr.gpu_mem.append(mem_used[tr.target.gpu_index])
         if ended:
@@ -372,8 +371,8 @@ class Sampler:
         return out_path
 
     def close(self) -> None:
+        self.trees.close()
         for tr in self.tracks:
-            tr.tree.close()
             if tr.veth is not None:
                 tr.veth.close()
         if self.tcp is not None:

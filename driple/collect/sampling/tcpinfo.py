@@ -77,6 +77,7 @@ class TcpInfoReader:
     def __init__(self, native=fastread) -> None:
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
         self._sock.bind((0, 0))
+        self._fd = self._sock.fileno()
         self._native = native  # the native reader, or None: fold the answers in Python
         self._buf = bytearray(1 << 16)
         self._seq = 0
@@ -158,13 +159,15 @@ class TcpInfoReader:
         and ``tx``/``rx`` are incomplete: prepare again). Natively when the extension is built
         (one ``recvmmsg`` per 8 answers), else :meth:`_fold_python`.
         """
+        native = self._native
+        if native is not None and len(plan) == 1:  # the usual case (up to BATCH sockets)
+            blob, base, n = plan[0]
+            return native.tcp_batch(self._fd, blob, base, n, 0, owner, acked, received, tx, rx) or None
         gone: list[int] = []
         first = 0
-        native = self._native
         for blob, base, n in plan:
             if native is not None:
-                gone += native.tcp_batch(self._sock.fileno(), blob, base, n, first, owner, acked,
-                                         received, tx, rx)
+                gone += native.tcp_batch(self._fd, blob, base, n, first, owner, acked, received, tx, rx)
             else:
                 self._fold_python(blob, base, n, first, owner, acked, received, tx, rx, gone)
             first += n
