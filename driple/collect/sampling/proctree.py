@@ -5,7 +5,9 @@ psutil's ``cpu_times`` moves in 10 ms steps and is useless at this rate. Memory:
 from ``/proc/<pid>/statm`` (a few us; USS costs ms and is never read here). The list of
 descendants is walked again by :meth:`ProcessTree.refresh` (every 0.5 s in the sampler), not at
 every sample; a process born between two walks is counted from its discovery, with all the CPU
-time it had used by then.
+time it had used by then. :class:`TreeGroup` reads the trees of all targets at once, in one
+native call when ``_fastread`` is built (~40 us for 6 processes with cold caches, against
+~65 us of Python).
 """
 from __future__ import annotations
 

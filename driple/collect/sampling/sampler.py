@@ -4,7 +4,9 @@ Runs inside the sampler process (see :mod:`.child`); it can also run in-process 
 Each sample stores, per target, a monotonic timestamp (ns) and cumulative counters: CPU time
 (ns), RSS (bytes, a level), bytes sent / received; on GPU, memory used (bytes) and the driver's
 utilization samples. Rates are computed later (:mod:`driple.collect.series`), never here.
-Only the standard library is imported until :meth:`Sampler.save` (numpy).
+Only the standard library (and the optional ``_fastread`` extension) is imported until
+:meth:`Sampler.save` (numpy). Per sample the cost is mostly the kernel's: waking up, the
+inet_diag lookups and the CPU clock + statm reads, all with cold caches after the sleep.
 """
 from __future__ import annotations
 

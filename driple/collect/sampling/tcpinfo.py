@@ -6,12 +6,13 @@ A ``SOCK_DIAG_BY_FAMILY`` dump lists every socket of the sampler's network names
 which matches sockets to processes through ``/proc/<pid>/fd``; but a dump walks the kernel's
 whole established hash (262144 buckets here: 0.3-0.6 ms per family, even with a bytecode
 filter that rejects everything), so each sample instead looks the known sockets up by exact
-id: all requests in one ``send``, one ``recv`` per answer, each answer read with one
-``unpack_from``. On this 2-core VM, 12 sockets cost ~60 us of kernel time right after the
-sampler wakes (~5 us per lookup, cold caches) plus ~30 us of Python. (``recvmmsg`` through
-ctypes was tried: one system call fewer per socket, but the ctypes call costs more than it
-saves when the caches are cold.) :class:`TcpAccounts` turns this into per-target cumulative
-counters.
+id: all requests in one ``send``, then the answers. On this 2-core VM, 12 sockets cost
+~75 us of kernel time right after the sampler wakes (~6 us per lookup, cold caches): the
+floor of this method. Reading the answers costs ~30 us more in Python (one ``recv`` and one
+``unpack_from`` each) but little in C (``_fastread.tcp_batch``: ``recvmmsg``, 8 answers per
+call), which is used when it is built. (``recvmmsg`` through ctypes was tried: the ctypes call
+costs more than it saves when the caches are cold.) :class:`TcpAccounts` turns this into
+per-target cumulative counters.
 """
 from __future__ import annotations
 
