@@ -10,9 +10,11 @@ sampler's own CPU time is what is measured, but on a busy host its caches are co
 each sleep, which changes that time by a few tenths of a percent either way.
 ``native_reads`` tells whether the sampler used the C reads (``_fastread``) or pure Python
 (``DRIPLE_SAMPLER_NATIVE=0`` forces Python). On the 2-core dev VM, 3 targets x 4 sockets,
-median of 3 runs: 3.1 % before the C reads, 2.7 % with them (pure Python now ~3.0 %); of a
-sample, the 12 inet_diag lookups (~80 us of kernel time with cold caches) and the 6 CPU
-clock + statm reads (~40 us) are the floor that no user-space change removes.
+8 runs interleaved with the previous code on a host running a collection: median 2.84 %
+with the C reads against 2.97 % before (read span p50 131 us against 157 us); single runs
+vary by +-0.3, so compare interleaved runs. Of a sample, the 12 inet_diag lookups (~75 us of
+kernel time with cold caches), the 6 CPU clock + statm reads (~40 us) and the wake-up itself
+(~0.9 %) are a floor that no user-space change removes.
 
     /work/venv/bin/python scripts/bench_sampler_overhead.py [--targets 3] [--seconds 10] [--json]
 """
