@@ -8,6 +8,7 @@ import sys
 import time
 from array import array
 
+import numpy as np
 import pytest
 
 from driple.collect.sampling import SamplerProcess, Target, read_raw
@@ -149,6 +150,48 @@ def test_tcp_accounts_native_matches_python():
         for a, b in pairs:
             a.close()
             b.close()
+
+
+ENDS = r"""
+import subprocess, sys, time
+kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+print("ok", flush=True)
+kid.wait()  # a member leaves the tree
+time.sleep(float(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("native", ["0", "1"])
+def test_sampler_process_same_rules_in_either_mode(tmp_path, monkeypatch, native):
+    """Python loop or native loop: the same rows, grid, interface reads and end of a target."""
+    if native == "1" and fastread is None:
+        pytest.skip("the _fastread extension is not built")
+    monkeypatch.setenv("DRIPLE_SAMPLER_NATIVE", native)  # inherited by the sampler process
+    short = subprocess.Popen([sys.executable, "-c", ENDS, "0.5"], stdout=subprocess.PIPE)
+    long = subprocess.Popen([sys.executable, "-c", ENDS, "60"], stdout=subprocess.PIPE)
+    out = tmp_path / f"rules{native}.npz"
+    try:
+        short.stdout.readline()
+        long.stdout.readline()
+        with SamplerProcess([Target("short", short.pid), Target("long", long.pid)], out):
+            time.sleep(1.5)
+    finally:
+        for p in (short, long):
+            p.kill()
+            p.wait()
+    raw = read_raw(out)
+    n = raw.meta["n_samples"]
+    assert raw.meta["native_reads"] is (native == "1")
+    assert len(raw.arrays["sample/span_ns"]) == n
+    assert len(raw.arrays["iface/t_ns"]) == (n + 9) // 10 + 1  # every 10th sample, and at the end
+    lo, sh = raw.counters("long"), raw.counters("short")
+    assert len(lo) == n and 120 <= n <= 160
+    assert abs(np.median(np.diff(raw.arrays["long/t_ns"])) / 1e6 - 10.0) < 1.0  # ms
+    ended = raw.target("short")["ended_ns"]
+    assert ended is not None and (raw.arrays["short/t_ns"] < ended).all() and 50 <= len(sh) < n - 30
+    for c in (lo, sh):
+        assert c["cpu_ns"].is_monotonic_increasing and (c["rss_bytes"] > 1_000_000).all()
+        assert c["n_procs"].iloc[0] == 2 and c["n_procs"].iloc[-1] == 1  # the kid has gone
 
 
 @pytest.mark.parametrize("native", ["0", "1"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-ABI = 2  # must match ABI in _fastread.c: a stale build (older source) is not used
+ABI = 3  # must match ABI in _fastread.c: a stale build (older source) is not used
 
 
 def load():

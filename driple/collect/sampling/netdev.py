@@ -35,6 +35,11 @@ class VethCounters:
         self.last = (0, 0)
         self.read()
 
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The open host-side ``rx_bytes`` and ``tx_bytes`` files (for the native loop)."""
+        return self._rx_fd, self._tx_fd
+
     def read(self) -> tuple[int, int]:
         """``(target_tx_bytes, target_rx_bytes)``, cumulative."""
         try:

@@ -289,13 +289,17 @@ class TreeGroup:
         """``(cpu_ns, rss_bytes)``, each indexable by tree; valid until the next call."""
         native = self._native
         if native is not None:
-            flat = self._flat or self._flatten()
-            cpu, rss, root_pages = self._out
-            if native.read_trees(*flat[0], PAGE_SIZE, cpu, rss, root_pages) and 0 not in root_pages:
-                return cpu, rss
+            args = self.native_args()
+            if native.read_trees(*args) and 0 not in args[9]:
+                return args[7], args[8]
             self.sync()
         got = [t.sample() for t in self.trees]
         return [c for c, _ in got], [r for _, r in got]
+
+    def native_args(self) -> tuple:
+        """The arguments of ``read_trees`` (also part of ``run_samples``'), valid until :meth:`sync`."""
+        flat = self._flat or self._flatten()
+        return (*flat[0], PAGE_SIZE, *self._out)
 
     def _flatten(self) -> tuple:
         ms, owner, roots = [], [], []

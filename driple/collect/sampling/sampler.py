@@ -136,6 +136,77 @@ class _Track:
         return out
 
 
+class NativeLoop:
+    """Waiting and sampling in C (``_fastread.run_samples``), many samples per call.
+
+    Does what :meth:`Sampler.run` and :meth:`Sampler.sample` do for a sample (same grid, late
+    and re-read rules, same rows) and hands back to Python, which keeps everything else: the
+    interface totals after every ``IFACE_EVERY``-th sample, the walks, ended targets and any
+    reading that needs judgement (then Python takes that sample itself). Saves the interpreter
+    waking up 100 times a second: about half the sampler's CPU time.
+    """
+
+    DUE, STOP_FD, SIGNAL, IRREGULAR = 0, 1, 2, 3  # why run_samples handed back
+    CAP = 64  # samples per call at most (interfaces are due every IFACE_EVERY anyway)
+    # state fields, as in _fastread.c
+    NEXT_T, N_SAMPLES, N_LATE, N_RETRIED, MIN_SPAN, ADVANCE, N_OUT, PERIOD, DUE_NS, EVERY, MAX_SPAN = range(11)
+
+    def __init__(self, sampler: "Sampler", stop_fd: int) -> None:
+        self.s = sampler
+        self.stop_fd = stop_fd
+        n = len(sampler.tracks)
+        self.state = array("q", [0]) * 11
+        self.state[self.PERIOD] = sampler.period_ns
+        self.state[self.EVERY] = IFACE_EVERY
+        self.state[self.MAX_SPAN] = MAX_SPAN_NS
+        self.row_len = len(_Track.ROW)
+        self.rows = array("q", [0]) * (self.CAP * n * self.row_len)
+        self.spans = array("q", [0]) * self.CAP
+        self.veth_fds = array("q", [fd for tr in sampler.tracks for fd in (tr.veth.fds if tr.veth else (-1, -1))])
+        self.veth_last = array("q", [0]) * (2 * n)
+
+    def run(self, next_t: int, advance: bool) -> tuple[int, int, bool] | None:
+        """``(why, next_t, advance)`` after one call; None if this round needs the Python loop."""
+        s = self.s
+        tracks = s.tracks
+        for tr in tracks:
+            if tr.ended_ns is None and tr.tree.ended:  # a walk ended it: Sampler.sample records that
+                return None
+        tcp = None
+        if s.tcp is not None:
+            tcp = s.tcp.native_args()
+            if tcp is None:
+                return None
+        st = self.state
+        st[self.NEXT_T], st[self.ADVANCE], st[self.DUE_NS] = next_t, advance, s._next_refresh
+        st[self.N_SAMPLES], st[self.N_LATE], st[self.N_RETRIED] = s.n_samples, s.n_late, s.n_retried
+        st[self.MIN_SPAN] = s.min_span_ns
+        live = array("q", [tr.ended_ns is None for tr in tracks])
+        n_procs = array("q", [len(tr.tree.members) for tr in tracks])
+        veth_last = self.veth_last
+        for k, tr in enumerate(tracks):
+            if tr.veth is not None:
+                veth_last[2 * k], veth_last[2 * k + 1] = tr.veth.last
+        why = fastread.run_samples(st, self.stop_fd, s.trees.native_args(), tcp, live, n_procs,
+                                   self.veth_fds, veth_last, self.rows, self.spans)
+        s.n_samples, s.n_late, s.n_retried = st[self.N_SAMPLES], st[self.N_LATE], st[self.N_RETRIED]
+        s.min_span_ns = st[self.MIN_SPAN]
+        for k, tr in enumerate(tracks):
+            if tr.veth is not None:
+                tr.veth.last = (veth_last[2 * k], veth_last[2 * k + 1])
+        n = st[self.N_OUT]
+        if n:
+            rows = memoryview(self.rows).cast("B")
+            size = 8 * self.row_len
+            for k, tr in enumerate(tracks):
+                if live[k]:
+                    tr.rows.frombytes(rows[k * self.CAP * size:(k * self.CAP + n) * size])
+            s.spans.extend(self.spans[:n])
+            if why == self.DUE and (s.n_samples - 1) % IFACE_EVERY == 0:
+                s.read_interfaces()  # as Sampler.sample does after such a sample
+        return why, st[self.NEXT_T], bool(st[self.ADVANCE])
+
+
 class Sampler:
     """Sample ``targets`` every ``period_s`` seconds; :meth:`save` writes the raw ``.npz``."""
 
@@ -275,22 +346,48 @@ class Sampler:
             self._next_gpu = t + int(GPU_POLL_S * 1e9)
             self.poll_gpu()
 
-    def run(self, wait, on_first=None) -> None:
+    def run(self, wait, on_first=None, stop_fd: int | None = None) -> None:
         """Sample on a fixed grid until ``wait(timeout_s)`` returns True (stop requested).
 
         ``wait`` sleeps up to ``timeout_s`` and tells whether to stop; it is the only way out.
         ``on_first()`` is called once the first sample is stored.
         A sample that falls more than a period late skips the missed grid points (counted in
         ``n_late``); timestamps are always the real ones.
+        ``stop_fd``: a descriptor that becomes readable when ``wait`` may have news (the
+        sampler process's stdin). Given it and the native module, the waiting and sampling are
+        done by :class:`NativeLoop`, which hands back to this loop for everything else
+        (interfaces, walks, unusual readings) and asks ``wait(0)`` at least 10 times a second.
         """
         period = self.period_ns
         monotonic_ns = time.monotonic_ns
-        sample = self.sample
         refresh_ns = int(REFRESH_S * 1e9)
+        native = NativeLoop(self, stop_fd) if stop_fd is not None and fastread is not None and not self.gpus else None
         next_t = monotonic_ns()
         self._next_refresh = next_t + refresh_ns
+        advance = False  # the first sample is taken at once
         while True:
-            sample()  # :meth:`tick`, inlined
+            got = native.run(next_t, advance) if native is not None else None
+            if got is not None:  # natively: wait, sample, again, until something is due
+                why, next_t, advance = got
+                if why == NativeLoop.IRREGULAR:
+                    self.sample()  # Python judges this one
+                    advance = True
+                elif wait(0):
+                    break
+                elif why != NativeLoop.DUE:  # woken before the sample: nothing else is due
+                    continue
+            else:
+                if advance:
+                    now = monotonic_ns()
+                    next_t += period
+                    if now >= next_t:
+                        missed = (now - next_t) // period + 1
+                        next_t += missed * period
+                        self.n_late += 1
+                    if wait((next_t - now) / 1e9):
+                        break
+                self.sample()
+                advance = True
             now = monotonic_ns()
             if now >= self._next_refresh:
                 self._next_refresh = now + refresh_ns
@@ -299,18 +396,9 @@ class Sampler:
             if self.gpus and now >= self._next_gpu:
                 self._next_gpu = now + int(GPU_POLL_S * 1e9)
                 self.poll_gpu()
-                now = monotonic_ns()
             if on_first is not None:
                 on_first()
                 on_first = None
-                now = monotonic_ns()
-            next_t += period
-            if now >= next_t:
-                missed = (now - next_t) // period + 1
-                next_t += missed * period
-                self.n_late += 1
-            if wait((next_t - now) / 1e9):
-                break
         self.read_interfaces()
         if self.gpus:
             self.poll_gpu()

@@ -404,5 +404,22 @@ class TcpAccounts:
             self._plan = None
         return tx.tolist(), rx.tolist()
 
+    def native_args(self) -> tuple | None:
+        """The ``tcp`` argument of ``_fastread.run_samples``, None if these sockets need Python.
+
+        ``(sock_fd, requests, base, n, owner, acked, received, closed_tx, closed_rx)``; None
+        without the native reader or with more than one batch of sockets.
+        """
+        reader = self.reader
+        if reader._native is None:
+            return None
+        if self._plan is None:
+            self._plan = reader.prepare(self._keys)
+        if len(self._plan) > 1:
+            return None
+        blob, base, n = self._plan[0] if self._plan else (b"", 0, 0)
+        return (reader._fd, blob, base, n, self._owner, self._acked, self._received,
+                self._closed_tx, self._closed_rx)
+
     def close(self) -> None:
         self.reader.close()
