@@ -183,6 +183,7 @@ def test_sampler_process_same_rules_in_either_mode(tmp_path, monkeypatch, native
     n = raw.meta["n_samples"]
     assert raw.meta["native_reads"] is (native == "1")
     assert len(raw.arrays["sample/span_ns"]) == n
+    assert raw.meta["start_ns"] == raw.arrays["long/t_ns"][0] == raw.arrays["short/t_ns"][0]
     assert len(raw.arrays["iface/t_ns"]) == (n + 9) // 10 + 1  # every 10th sample, and at the end
     lo, sh = raw.counters("long"), raw.counters("short")
     assert len(lo) == n and 120 <= n <= 160

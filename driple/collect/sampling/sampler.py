@@ -202,6 +202,8 @@ class NativeLoop:
                 if live[k]:
                     tr.rows.frombytes(rows[k * self.CAP * size:(k * self.CAP + n) * size])
             s.spans.extend(self.spans[:n])
+            if s.start_ns is None:  # the t_ns of the first sample, as Sampler.sample sets it
+                s.start_ns = self.rows[live.index(1) * self.CAP * self.row_len]
             if why == self.DUE and (s.n_samples - 1) % IFACE_EVERY == 0:
                 s.read_interfaces()  # as Sampler.sample does after such a sample
         return why, st[self.NEXT_T], bool(st[self.ADVANCE])
