@@ -8,13 +8,13 @@ For scale it also measures the floor: a Python process that only wakes up at the
 ``host_busy_cores`` tells how loaded the host was meanwhile (all CPUs, from /proc/stat): the
 sampler's own CPU time is what is measured, but on a busy host its caches are colder after
 each sleep, which changes that time by a few tenths of a percent either way.
-``native_reads`` tells whether the sampler used the C reads (``_fastread``) or pure Python
-(``DRIPLE_SAMPLER_NATIVE=0`` forces Python). On the 2-core dev VM, 3 targets x 4 sockets,
-8 runs interleaved with the previous code on a host running a collection: median 2.84 %
-with the C reads against 2.97 % before (read span p50 131 us against 157 us); single runs
-vary by +-0.3, so compare interleaved runs. Of a sample, the 12 inet_diag lookups (~75 us of
-kernel time with cold caches), the 6 CPU clock + statm reads (~40 us) and the wake-up itself
-(~0.9 %) are a floor that no user-space change removes.
+``native_reads`` tells whether the sampler used the C loop and reads (``_fastread``) or pure
+Python (``DRIPLE_SAMPLER_NATIVE=0`` forces Python). On the 2-core dev VM, 3 targets x 4
+sockets, 5 rounds interleaving the code before the C module, this code, and this code in
+pure Python, on a host running a collection (0.7-1.4 busy cores): medians 2.95 %, 1.70 % and
+3.13 % (read span p50 170, 95 and 180 us; floor 0.85-0.93 %). Single runs vary by +-0.3, so
+compare interleaved runs. What is left is mostly kernel time: waking up, the 12 inet_diag
+lookups (~75 us with cold caches) and the 6 CPU clock + statm reads (~40 us).
 
     /work/venv/bin/python scripts/bench_sampler_overhead.py [--targets 3] [--seconds 10] [--json]
 """

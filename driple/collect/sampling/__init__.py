@@ -5,7 +5,7 @@
 ``target`` (what to watch), ``proctree`` (CPU clock + statm), ``tcpinfo`` (netlink inet_diag),
 ``netdev`` (veth and interface totals), ``nvml`` (the only GPU module), ``sampler`` (the loop),
 ``child`` (the sampler process), ``process`` (its handle in the launcher), ``native`` (the
-optional C reads of ``_fastread.c`` for the 100 Hz path; pure Python without them).
+optional C reads and loop of ``_fastread.c`` for the 100 Hz path; pure Python without them).
 Importing this package stays light: no numpy or pandas until data is saved or read.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The optional native reads (``_fastread``, built from ``_fastread.c`` at install), or None.
+"""The optional native reads and sampling loop (``_fastread``, built from ``_fastread.c``), or None.
 
-They make the same readings as the Python loops in :mod:`.proctree` and :mod:`.tcpinfo`, with
-less CPU per sample; without a C compiler the package installs and samples in pure Python.
-``DRIPLE_SAMPLER_NATIVE=0`` forces the Python path (tests compare the two).
+They take the same readings as the Python code in :mod:`.proctree`, :mod:`.tcpinfo` and
+:mod:`.sampler` with less CPU per sample; without a C compiler the package installs and
+samples in pure Python. ``DRIPLE_SAMPLER_NATIVE=0`` forces the Python path (tests compare both).
 """
 from __future__ import annotations
 

@@ -293,8 +293,12 @@ class TreeGroup:
             if native.read_trees(*args) and 0 not in args[9]:
                 return args[7], args[8]
             self.sync()
-        got = [t.sample() for t in self.trees]
-        return [c for c, _ in got], [r for _, r in got]
+        cpu, rss = [], []
+        for tree in self.trees:  # a plain loop: comprehensions are frames of their own (< 3.12)
+            c, r = tree.sample()
+            cpu.append(c)
+            rss.append(r)
+        return cpu, rss
 
     def native_args(self) -> tuple:
         """The arguments of ``read_trees`` (also part of ``run_samples``'), valid until :meth:`sync`."""
