@@ -6,6 +6,9 @@
     python scripts/reproduce.py --sections transfer     #  parallel processes; each writes
     python scripts/reproduce.py --report                #  its JSON, --report merges them)
 
+``--settings A B`` re-runs accuracy/transfer for those settings only and keeps the others'
+entries; ``--keep`` keeps design rows that a run does not redo.
+
 Sections (each writes trained_models/evaluation/<section>.json):
 
 - ``labels``: relabel every shipped job from its raw series; the labels must be identical.
@@ -123,7 +126,7 @@ def section_accuracy(args) -> None:
     from driple.predict.registry import load_registry
 
     source_name = load_registry().get("default")
-    out = {}
+    out = _kept("accuracy", "settings", args.settings)
     for setting in args.settings or _datasets():
         inspector = Predictor.load(setting).inspector
         source = Predictor.load(source_name).inspector if setting != source_name else None
@@ -147,6 +150,13 @@ def section_accuracy(args) -> None:
         _save("accuracy", {"settings": out})
 
 
+def _kept(section: str, key: str, only) -> dict:
+    """Entries of an earlier run of ``section`` to keep when only some settings are re-run."""
+    if not only:
+        return {}
+    return {k: v for k, v in ((_load(section) or {}).get(key) or {}).items() if k not in only}
+
+
 def _overrides(args) -> dict:
     return {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
 
@@ -164,7 +174,7 @@ def section_transfer(args) -> None:
     known = {k: v for k, v in source.info.get("training", {}).items()
              if k in TrainOptions.__dataclass_fields__}
     options = TrainOptions(**{**known, **_overrides(args)})
-    out = {}
+    out = _kept("transfer", "targets", args.settings)
     for target in args.settings or [s for s in _datasets() if s != source_name]:
         ds = _dataset(target, source.info.get("builder", {}))
         rows = run_study(source, ds, args.fractions, ["paper", "mlp", "scratch"], options,
@@ -188,7 +198,7 @@ def section_design(args) -> None:
     options = TrainOptions(**{**known, **_overrides(args)})
     base = shipped.model.config()
     builder = shipped.info.get("builder", {})
-    rows = []
+    rows = (_load("design") or {}).get("rows", []) if args.keep else []
     runs = [("grouping", g, base["num_repeats"]) for g in args.groupings]
     runs += [("K", builder.get("grouping", "uniform"), k) for k in args.repeats
              if k != base["num_repeats"]]
@@ -201,6 +211,7 @@ def section_design(args) -> None:
                                 progress=not args.quiet)
         test = model.info["scores"]["test"]["mean"]
         nodes = float(np.mean([ds[i].num_nodes for i in range(len(ds))]))
+        rows = [r for r in rows if (r["study"], r["grouping"], r["K"]) != (study, grouping, k)]
         rows.append({"study": study, "grouping": grouping, "K": k, "nrmse": test["nrmse"],
                      "mape": test["mape"], "seconds": time.perf_counter() - t0,
                      "mean_nodes": nodes, "n_test": len(split.test)})
@@ -314,6 +325,8 @@ def main(argv=None) -> int:
                    help="grouping policies of the design study (default uniform proportional; "
                    "'none' keeps every op as a node: ~6-30x the training cost)")
     p.add_argument("--repeats", type=int, nargs="+", default=[5, 10, 20])
+    p.add_argument("--keep", action="store_true",
+                   help="design: keep the rows of an earlier run that this run does not redo")
     p.add_argument("--epochs", type=int, default=None,
                    help="epoch bound of every retraining (default: the shipped inspector's)")
     p.add_argument("--patience", type=int, default=None, help="early-stopping patience of retrainings")

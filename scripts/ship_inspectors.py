@@ -8,6 +8,11 @@ their coverage measured on its test jobs, a model card and a checksum in the reg
 
     python scripts/ship_inspectors.py                   # all three settings, ~minutes on 2 cores
     python scripts/ship_inspectors.py --targets ""      # the source only
+    python scripts/ship_inspectors.py --reuse-source    # keep the shipped source, re-ship targets
+
+With ``--reuse-source`` the shipped source inspector is kept as it is (its card and scores
+stand); if its checkpoint predates the recorded label range, the range of its own training
+jobs is added to it (no retraining) and its checksum re-registered.
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ def main(argv=None) -> int:
     p.add_argument("--select-graph-attr", action="store_true",
                    help="train the source with and without graph-level attributes (in parallel) and "
                    "keep the one with the lower validation NRMSE")
+    p.add_argument("--reuse-source", action="store_true",
+                   help="transfer from the shipped source inspector instead of training it again")
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--patience", type=int, default=30)
     p.add_argument("--target-scaling", default="max")
@@ -58,7 +65,7 @@ def main(argv=None) -> int:
     from driple.errors import DripleError
     from driple.inspector.dataset import InspectorDataset
     from driple.inspector.splits import random_split
-    from driple.inspector.train import TrainOptions, train_inspector
+    from driple.inspector.train import TrainOptions
     from driple.inspector.transfer import finetune
     from driple.predict.shipping import calibrate, ship
 
@@ -78,27 +85,12 @@ def main(argv=None) -> int:
     try:
         os.chdir(ROOT)  # datasets are recorded relative to the repository
         t0 = time.perf_counter()
-        source_ds = load(args.source)
-        split = random_split(source_ds, seed=args.seed)
-        print(f"{args.source}: {len(source_ds)} jobs; train {len(split.train)}, val "
-              f"{len(split.val)}, test {len(split.test)}", flush=True)
-        variants = [False, True] if args.select_graph_attr else [args.graph_attr]
-        candidates = _train_variants(args, source_ds.root, variants, options)
-        for v, c in zip(variants, candidates):
-            print(f"  graph-level attributes {'on' if v else 'off'}: validation NRMSE "
-                  f"{c.info['scores']['val']['mean']['nrmse']:.3f}", flush=True)
-        source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"]["nrmse"])
-        if len(candidates) > 1:
-            source.info["selection"] = {
-                "by": "validation mean NRMSE",
-                "candidates": {("graph_attr" if v else "paper"): c.info["scores"]["val"]["mean"]["nrmse"]
-                               for v, c in zip(variants, candidates)}}
-        cov = calibrate(source, source_ds, split, args.coverage)
-        entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
-                     trained=f"from scratch on {len(split.train)} jobs of datasets/{args.source} "
-                             f"(random split, seed {args.seed})",
-                     command=command, root=args.out, default=True)
-        _report(args.source, entry, cov, time.perf_counter() - t0)
+        if args.reuse_source:
+            source = _shipped_source(args.source, args.datasets, args.out)
+            print(f"{args.source}: the shipped inspector, kept", flush=True)
+        else:
+            source, entry, cov = _ship_source(args, load, options, command)
+            _report(args.source, entry, cov, time.perf_counter() - t0)
 
         for target in [t for t in args.targets.split(",") if t.strip()]:
             t0 = time.perf_counter()
@@ -116,6 +108,66 @@ def main(argv=None) -> int:
         print(f"ship_inspectors: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _ship_source(args, load, options, command):
+    """Train the source inspector from scratch (graph-attribute variants side by side), ship it."""
+    from driple.inspector.splits import random_split
+    from driple.predict.shipping import calibrate, ship
+
+    source_ds = load(args.source)
+    split = random_split(source_ds, seed=args.seed)
+    print(f"{args.source}: {len(source_ds)} jobs; train {len(split.train)}, val "
+          f"{len(split.val)}, test {len(split.test)}", flush=True)
+    variants = [False, True] if args.select_graph_attr else [args.graph_attr]
+    candidates = _train_variants(args, source_ds.root, variants, options)
+    for v, c in zip(variants, candidates):
+        print(f"  graph-level attributes {'on' if v else 'off'}: validation NRMSE "
+              f"{c.info['scores']['val']['mean']['nrmse']:.3f}", flush=True)
+    source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"]["nrmse"])
+    if len(candidates) > 1:
+        source.info["selection"] = {
+            "by": "validation mean NRMSE",
+            "candidates": {("graph_attr" if v else "paper"): c.info["scores"]["val"]["mean"]["nrmse"]
+                           for v, c in zip(variants, candidates)}}
+    cov = calibrate(source, source_ds, split, args.coverage)
+    entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
+                 trained=f"from scratch on {len(split.train)} jobs of datasets/{args.source} "
+                         f"(random split, seed {args.seed})",
+                 command=command, root=args.out, default=True)
+    return source, entry, cov
+
+
+def _shipped_source(setting, datasets, root):
+    """The shipped source inspector; its training jobs' label range added if it has none."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from driple.collect.results import load_results
+    from driple.inspector.predictor import load_inspector
+    from driple.metrics import METRICS
+    from driple.predict.registry import register, resolve
+
+    path, entry = resolve(setting, root=Path(root))
+    inspector = load_inspector(str(path))
+    ts = inspector.target_scaler
+    if ts.low_ is None:
+        train = set((inspector.info.get("split") or {}).get("train", []))
+        table = load_results(os.path.join(datasets, setting)).set_index("job_id")
+        y = table.loc[sorted(train & set(table.index)), list(METRICS)].astype(float).to_numpy()
+        ts.low_, ts.high_ = np.nanmin(y, axis=0).tolist(), np.nanmax(y, axis=0).tolist()
+        saved = inspector.save(str(Path(path).parent))
+        register(setting, saved, description=entry.get("description", setting),
+                 trained=entry.get("trained", "?"), scores=entry.get("scores") or {},
+                 card=entry.get("card"), default=True, root=Path(root))
+        card = Path(root) / setting / "MODEL_CARD.md"
+        if card.exists():
+            card.write_text(card.read_text() + f"\nLabel range of the {len(y)} training jobs added to "
+                            f"the checkpoint on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+                            "(no retraining; used to clip and flag predictions).\n")
+        print(f"{setting}: label range of {len(y)} training jobs recorded in {saved}", flush=True)
+    return inspector
 
 
 def _train_one(job):

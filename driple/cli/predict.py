@@ -140,6 +140,8 @@ def format_profile(profile, predictor) -> str:
     lines.append("")
     described = profile.describe()
     lines += described if isinstance(described, list) else [described]
+    if profile.notes:
+        lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]
     return "\n".join(lines)
 
 

@@ -125,7 +125,9 @@ class TargetScaler:
             code); ``"standard"`` z-scores; ``"log"`` z-scores ``log1p(y)`` (for skewed
             non-negative targets such as durations).
 
-    Learned attributes: ``center_``, ``scale_`` (one float per column).
+    Learned attributes: ``center_``, ``scale_`` (one float per column); ``low_``, ``high_``:
+    the smallest and largest training value of each column in raw units (the range the
+    inspector has seen; predictions outside it are extrapolations).
     """
 
     def __init__(self, method: str = "max"):
@@ -136,10 +138,15 @@ class TargetScaler:
     def _pre(self, y: np.ndarray) -> np.ndarray:
         return np.log1p(np.clip(y, 0, None)) if self.method == "log" else y
 
+    low_ = high_ = None  # checkpoints from before the range was recorded have none
+
     def fit(self, y) -> "TargetScaler":
-        y = self._pre(np.asarray(y, dtype=np.float64))
+        raw = np.asarray(y, dtype=np.float64)
+        y = self._pre(raw)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+            self.low_ = np.nanmin(raw, axis=0).tolist()
+            self.high_ = np.nanmax(raw, axis=0).tolist()
             if self.method == "max":
                 center = np.zeros(y.shape[1])
                 scale = np.nanmax(np.abs(y), axis=0)
@@ -160,11 +167,16 @@ class TargetScaler:
         return np.expm1(y) if self.method == "log" else y
 
     def to_dict(self) -> dict:
-        return {"method": self.method, "center": list(self.center_), "scale": list(self.scale_)}
+        state = {"method": self.method, "center": list(self.center_), "scale": list(self.scale_)}
+        if self.low_ is not None:
+            state["low"], state["high"] = list(self.low_), list(self.high_)
+        return state
 
     @classmethod
     def from_dict(cls, state: dict) -> "TargetScaler":
         scaler = cls(state["method"])
         scaler.center_, scaler.scale_ = list(state["center"]), list(state["scale"])
+        if state.get("low") is not None:
+            scaler.low_, scaler.high_ = list(state["low"]), list(state["high"])
         return scaler
 

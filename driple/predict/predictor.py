@@ -120,16 +120,25 @@ class Predictor:
                      batch_size: int = 16) -> list:
         """Profiles of graphs already built (:meth:`build_graph` or
         :func:`driple.graph.build.build_input` with this inspector's options), in one batched
-        pass (``batch_size`` graphs at a time; 16-32 is fastest on a CPU)."""
+        pass (``batch_size`` graphs at a time; 16-32 is fastest on a CPU). Amounts are kept
+        within what a worker can physically do and extrapolations are noted in each profile's
+        ``notes`` (:mod:`driple.predict.bounds`)."""
         from driple.predict.profile import ResourceProfile
 
         graphs = list(graphs)
         if not graphs:
             return []
-        values = np.clip(self.inspector.predict(graphs, batch_size=batch_size), 0, None)
+        from driple.predict.bounds import bound, caps
+
+        ts = self.inspector.target_scaler
+        setting = self.inspector.setting if self.inspector.setting and "," not in self.inspector.setting else None
+        values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), setting,
+                              ts.low_, ts.high_)
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
+            for m, cap in (caps(setting, ts.high_) if setting else {}).items():
+                highs[:, METRICS.index(m)] = np.minimum(highs[:, METRICS.index(m)], cap)
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
         out = []
@@ -141,7 +150,8 @@ class Predictor:
                 setting=self.setting, model=names[i],
                 metrics={m: float(v) for m, v in zip(METRICS, row)},
                 intervals=intervals,
-                nominal_coverage=self.intervals.coverage if self.intervals is not None else None))
+                nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
+                notes=notes[i]))
         return out
 
     def describe(self) -> dict:

@@ -34,7 +34,7 @@ e.g. from a measured run; it replaces the default of that resource.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -115,6 +115,8 @@ class ResourceProfile:
         intervals: Optional ``{metric: (low, high)}`` prediction intervals, same units.
         nominal_coverage: Coverage the intervals aim at, e.g. 0.9; None without intervals.
         idle_levels: Optional ``{resource: level}`` overriding the assumed idle levels.
+        notes: Plain-text caveats from the predictor: values clipped to a physical bound,
+            values outside the range of the inspector's training jobs (extrapolations).
     """
 
     setting: str
@@ -123,6 +125,7 @@ class ResourceProfile:
     intervals: dict | None = None
     nominal_coverage: float | None = None
     idle_levels: dict | None = None
+    notes: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, Mapping):
@@ -159,6 +162,7 @@ class ResourceProfile:
             self.idle_levels = {r: _finite(self.idle_levels[r], r) for r in RESOURCES if r in self.idle_levels}
         self.setting = str(self.setting)
         self.model = str(self.model)
+        self.notes = [str(n) for n in (self.notes or [])]
 
     @classmethod
     def from_array(cls, setting: str, model: str, values, **kwargs) -> "ResourceProfile":
@@ -217,9 +221,9 @@ class ResourceProfile:
         """Plain JSON-able dict (schema ``driple-profile/1``); derived values included for readers.
 
         Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
-        nominal_coverage, idle_levels (overrides or null), resources`` where ``resources[res]``
-        holds ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s,
-        idle_duration_s, idle_level``. :meth:`from_dict` reads it back (derived keys ignored).
+        nominal_coverage, idle_levels (overrides or null), notes (list of str), resources``
+        where ``resources[res]`` holds ``duty_cycle, period_s, mean_load, burst_amount,
+        burst_duration_s, idle_duration_s, idle_level``. :meth:`from_dict` reads it back (derived keys ignored).
         """
         resources = {}
         for r in RESOURCES:
@@ -242,6 +246,7 @@ class ResourceProfile:
             "intervals": None if self.intervals is None else {m: [lo, hi] for m, (lo, hi) in self.intervals.items()},
             "nominal_coverage": self.nominal_coverage,
             "idle_levels": None if self.idle_levels is None else dict(self.idle_levels),
+            "notes": list(self.notes),
             "resources": resources,
         }
 
@@ -262,6 +267,7 @@ class ResourceProfile:
             intervals=None if iv is None else {m: tuple(v) for m, v in iv.items()},
             nominal_coverage=d.get("nominal_coverage"),
             idle_levels=d.get("idle_levels"),
+            notes=list(d.get("notes") or []),
         )
 
     # ----- expected series -----

@@ -114,7 +114,7 @@ def test_to_dict_schema_and_round_trip():
     p = make(intervals={"tx_burst_amount": (350.0, 450.0)}, nominal_coverage=0.9)
     d = json.loads(json.dumps(p.to_dict()))  # JSON-able
     assert set(d) == {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
-                      "idle_levels", "resources"}
+                      "idle_levels", "notes", "resources"}
     assert list(d["metrics"]) == list(METRICS)
     assert d["units"]["tx_burst_amount"] == "MB/s" and d["units"]["tx_idle_duration"] == "s"
     assert d["intervals"] == {"tx_burst_amount": [350.0, 450.0]}
