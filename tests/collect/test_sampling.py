@@ -268,13 +268,14 @@ def _socket_pairs(n: int):
 
 
 def test_inet_diag_fast_path_and_attribute_walk_agree():
+    """The Python reader's two ways of reading an answer (the native reader: test_sampling_native)."""
     pairs = _socket_pairs(5)
     try:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * (1000 + i))
             b.sendall(b"y" * (10 + i))
         time.sleep(0.05)
-        with TcpInfoReader() as r:
+        with TcpInfoReader(native=None) as r:
             table = r.dump()
             keys = [table[os.fstat(s.fileno()).st_ino][0] for pair in pairs for s in pair]
             walked = r.query(keys)  # the first answers are walked; the INFO offset is learnt

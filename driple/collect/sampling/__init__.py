@@ -4,7 +4,8 @@
 :func:`read_raw` turns it into per-target rates (:mod:`driple.collect.series`). Modules:
 ``target`` (what to watch), ``proctree`` (CPU clock + statm), ``tcpinfo`` (netlink inet_diag),
 ``netdev`` (veth and interface totals), ``nvml`` (the only GPU module), ``sampler`` (the loop),
-``child`` (the sampler process), ``process`` (its handle in the launcher).
+``child`` (the sampler process), ``process`` (its handle in the launcher), ``native`` (the
+optional C reads and loop of ``_fastread.c`` for the 100 Hz path; pure Python without them).
 Importing this package stays light: no numpy or pandas until data is saved or read.
 """
 from __future__ import annotations

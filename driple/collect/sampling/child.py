@@ -79,7 +79,7 @@ def main() -> int:
         return _stop_requested
 
     try:
-        sampler.run(wait, on_first=lambda: _say("ready"))
+        sampler.run(wait, on_first=lambda: _say("ready"), stop_fd=0)
     finally:  # even if sampling broke, keep what was collected
         sampler.save(config["out_path"])
         sampler.close()

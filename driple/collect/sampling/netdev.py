@@ -35,6 +35,11 @@ class VethCounters:
         self.last = (0, 0)
         self.read()
 
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The open host-side ``rx_bytes`` and ``tx_bytes`` files (for the native loop)."""
+        return self._rx_fd, self._tx_fd
+
     def read(self) -> tuple[int, int]:
         """``(target_tx_bytes, target_rx_bytes)``, cumulative."""
         try:
@@ -67,9 +72,9 @@ class InterfaceTotals:
         self.read()
 
     def _parse(self) -> dict[str, tuple[int, int]]:
-        data = b""
-        while True:  # /proc/net/dev may exceed one read on hosts with many interfaces
-            chunk = os.pread(self._fd, 65536, len(data))
+        data = os.pread(self._fd, 65536, 0)
+        while len(data) % 65536 == 0 and data:  # many interfaces; a short read is the end
+            chunk = os.pread(self._fd, 65536, len(data))  # (every pread regenerates the file)
             if not chunk:
                 break
             data += chunk

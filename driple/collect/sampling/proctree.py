@@ -5,12 +5,17 @@ psutil's ``cpu_times`` moves in 10 ms steps and is useless at this rate. Memory:
 from ``/proc/<pid>/statm`` (a few us; USS costs ms and is never read here). The list of
 descendants is walked again by :meth:`ProcessTree.refresh` (every 0.5 s in the sampler), not at
 every sample; a process born between two walks is counted from its discovery, with all the CPU
-time it had used by then.
+time it had used by then. :class:`TreeGroup` reads the trees of all targets at once, in one
+native call when ``_fastread`` is built (~40 us for 6 processes with cold caches, against
+~65 us of Python).
 """
 from __future__ import annotations
 
 import os
 import time
+from array import array
+
+from driple.collect.sampling.native import fastread
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _RDONLY = os.O_RDONLY | os.O_CLOEXEC
@@ -25,7 +30,7 @@ def read_proc(path: str, whole: bool = False) -> bytes:
     fd = os.open(path, _RDONLY)
     try:
         data = os.read(fd, 4096)
-        if whole and data:
+        if whole and len(data) == 4096:  # a seq_file read is only short at the end
             while chunk := os.read(fd, 65536):
                 data += chunk
         return data
@@ -127,6 +132,19 @@ class _Member:
         except OSError:
             self.statm_fd = -1
 
+    def answers(self) -> bool:
+        """True while the process this member was opened for exists (its statm file reads).
+
+        The open file stays bound to that process, so this also rules out pid reuse.
+        """
+        if self.statm_fd < 0:
+            return False
+        try:
+            os.pread(self.statm_fd, 64, 0)
+        except OSError:
+            return False
+        return True
+
     def close(self) -> None:
         if self.statm_fd >= 0:
             os.close(self.statm_fd)
@@ -137,7 +155,9 @@ class ProcessTree:
     """Cumulative CPU time (ns) and current RSS (bytes) of a process and its descendants.
 
     CPU time of a process that exits (or leaves the tree) is kept at its last value, so the
-    total never goes backwards. Pid reuse is caught at each :meth:`refresh` (start time).
+    total never goes backwards. Pid reuse is caught at each :meth:`refresh`: a member whose
+    statm file no longer reads has gone, and a new process under its pid (another start
+    time) becomes a new member.
     """
 
     def __init__(self, pid: int) -> None:
@@ -164,6 +184,9 @@ class ProcessTree:
         keep = set()
         for pid in current:
             m = self.members.get(pid)
+            if m is not None and m.answers():  # still the same process: no need for its start time
+                keep.add(pid)
+                continue
             st = start_time(pid)
             if st is None:
                 continue
@@ -204,7 +227,10 @@ class ProcessTree:
         self.ended = True
 
     def sample(self) -> tuple[int, int]:
-        """``(cpu_ns, rss_bytes)`` of the tree now. Sets :attr:`ended` when the root has exited."""
+        """``(cpu_ns, rss_bytes)`` of the tree now. Sets :attr:`ended` when the root has exited.
+
+        The reference reading; :class:`TreeGroup` reads many trees at once natively.
+        """
         cpu = self.gone_cpu_ns
         rss_pages = 0
         root_pages = -1
@@ -239,3 +265,83 @@ class ProcessTree:
             # process always has resident pages
             self._end()
         return cpu, rss_pages * PAGE_SIZE
+
+
+class TreeGroup:
+    """The process trees of all targets, read together: one native call per sample.
+
+    Natively, the members of every tree are laid out flat in arrays, and each member's latest
+    CPU time lives in one of them; :meth:`sync` hands it back to the members and drops the
+    arrays before anything that needs or changes the members (:meth:`refresh`, the Python path,
+    :meth:`close`: walk the trees only through the group). Without the native reader, or when a
+    native read is irregular (a CPU clock that cannot be read: a member exited; a root without
+    memory), every tree is read by :meth:`ProcessTree.sample`, which decides what it means.
+    """
+
+    def __init__(self, trees: list[ProcessTree], native=fastread) -> None:
+        self.trees = trees
+        self._native = native
+        self._flat = None
+        zeros = array("q", [0]) * len(trees)
+        self._out = (zeros, zeros[:], zeros[:])  # cpu_ns, rss_bytes, root pages per tree
+
+    def read(self):
+        """``(cpu_ns, rss_bytes)``, each indexable by tree; valid until the next call."""
+        native = self._native
+        if native is not None:
+            args = self.native_args()
+            if native.read_trees(*args) and 0 not in args[9]:
+                return args[7], args[8]
+            self.sync()
+        cpu, rss = [], []
+        for tree in self.trees:  # a plain loop: comprehensions are frames of their own (< 3.12)
+            c, r = tree.sample()
+            cpu.append(c)
+            rss.append(r)
+        return cpu, rss
+
+    def native_args(self) -> tuple:
+        """The arguments of ``read_trees`` (also part of ``run_samples``'), valid until :meth:`sync`."""
+        flat = self._flat or self._flatten()
+        return (*flat[0], PAGE_SIZE, *self._out)
+
+    def _flatten(self) -> tuple:
+        ms, owner, roots = [], [], []
+        for k, tree in enumerate(self.trees):
+            root_at = -1
+            for m in tree.members.values():
+                if m.pid == tree.pid:
+                    root_at = len(ms)
+                ms.append(m)
+                owner.append(k)
+            roots.append(root_at)
+        arrays = (
+            array("q", [m.clock for m in ms]),
+            array("q", [m.statm_fd for m in ms]),
+            array("q", [m.cpu_ns for m in ms]),  # cpu_last
+            array("q", owner),
+            array("q", roots),
+            array("q", [t.gone_cpu_ns for t in self.trees]),
+        )
+        self._flat = (arrays, ms)
+        return self._flat
+
+    def sync(self) -> None:
+        """Give the members their latest CPU times (read natively); the next read re-lays them."""
+        if self._flat is not None:
+            arrays, ms = self._flat
+            for m, c in zip(ms, arrays[2]):
+                m.cpu_ns = c
+            self._flat = None
+
+    def refresh(self) -> None:
+        """Walk every tree that has not ended (:meth:`ProcessTree.refresh`)."""
+        self.sync()
+        for tree in self.trees:
+            if not tree.ended:
+                tree.refresh()
+
+    def close(self) -> None:
+        self.sync()
+        for tree in self.trees:
+            tree.close()

@@ -6,18 +6,22 @@ A ``SOCK_DIAG_BY_FAMILY`` dump lists every socket of the sampler's network names
 which matches sockets to processes through ``/proc/<pid>/fd``; but a dump walks the kernel's
 whole established hash (262144 buckets here: 0.3-0.6 ms per family, even with a bytecode
 filter that rejects everything), so each sample instead looks the known sockets up by exact
-id: all requests in one ``send``, one ``recv`` per answer, each answer read with one
-``unpack_from``. On this 2-core VM, 12 sockets cost ~60 us of kernel time right after the
-sampler wakes (~5 us per lookup, cold caches) plus ~30 us of Python. (``recvmmsg`` through
-ctypes was tried: one system call fewer per socket, but the ctypes call costs more than it
-saves when the caches are cold.) :class:`TcpAccounts` turns this into per-target cumulative
-counters.
+id: all requests in one ``send``, then the answers. On this 2-core VM, 12 sockets cost
+~75 us of kernel time right after the sampler wakes (~6 us per lookup, cold caches): the
+floor of this method. Reading the answers costs ~30 us more in Python (one ``recv`` and one
+``unpack_from`` each) but little in C (``_fastread.tcp_batch``: ``recvmmsg``, 8 answers per
+call), which is used when it is built. (``recvmmsg`` through ctypes was tried: the ctypes call
+costs more than it saves when the caches are cold.) :class:`TcpAccounts` turns this into
+per-target cumulative counters.
 """
 from __future__ import annotations
 
 import os
 import socket
 import struct
+from array import array
+
+from driple.collect.sampling.native import fastread
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -71,9 +75,11 @@ class TcpInfoReader:
     :meth:`prepare` + :meth:`update` is the sampler's hot path.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, native=fastread) -> None:
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
         self._sock.bind((0, 0))
+        self._fd = self._sock.fileno()
+        self._native = native  # the native reader, or None: fold the answers in Python
         self._buf = bytearray(1 << 16)
         self._seq = 0
         self._set_info_at(16 + _MSG_LEN + 8)  # after INET_DIAG_SHUTDOWN; learnt from answers
@@ -135,59 +141,76 @@ class TcpInfoReader:
 
     def run(self, plan: list[tuple[bytes, int, int]]) -> list[tuple[int, int] | None]:
         """Send a prepared plan: ``(bytes_acked, bytes_received)`` per socket, None if gone."""
-        socks = [[0, None, -1, -1] for _ in range(sum(p[2] for p in plan))]
-        gone = set(self.update(plan, socks, [0], [0]) or ())
-        return [None if j in gone else (s[2], s[3]) for j, s in enumerate(socks)]
+        n = sum(p[2] for p in plan)
+        acked, received = array("q", [-1]) * n, array("q", [-1]) * n
+        zero = array("q", [0])
+        gone = set(self.update(plan, array("q", bytes(8 * n)), acked, received, zero[:], zero[:]) or ())
+        return [None if j in gone else (acked[j], received[j]) for j in range(n)]
 
-    def update(self, plan: list[tuple[bytes, int, int]], socks: list[list], tx: list[int], rx: list[int]) -> list[int] | None:
-        """Send a prepared plan and fold the answers into ``socks`` and the totals; the hot path.
+    def update(self, plan: list[tuple[bytes, int, int]], owner: array, acked: array, received: array,
+               tx: array, rx: array) -> list[int] | None:
+        """Send a prepared plan and fold the answers into the counters and totals; the hot path.
 
-        ``socks[j]`` is ``[target index, key, bytes_acked, bytes_received]`` of the plan's j-th
-        socket: its counters are raised to the answer (never lowered), then added to
-        ``tx[target]`` and ``rx[target]``. Returns the indices of the sockets that are gone
+        The plan's j-th socket belongs to target ``owner[j]``; its ``acked[j]`` and
+        ``received[j]`` are raised to the answer (never lowered), then added to ``tx[target]``
+        and ``rx[target]`` (all ``array('q')``). Returns the indices of the sockets that are gone
         (an error answer, or no tcp_info), whose last counts were added too; None if none.
         Netlink answers within ``send()``, so the answers are read without blocking; a missing
-        one raises ``BlockingIOError`` (``socks`` then hold valid but partly updated counters
-        and ``tx``/``rx`` are incomplete: prepare again). An answer is one datagram, read into
-        the same (hot) buffer as the previous one; one laid out like the last is read with a
-        single ``unpack_from``, any other is walked attribute by attribute.
-        (Receiving all answers first and unpacking them in one go is slower: every answer then
-        lands in a cold part of the buffer.)
+        one raises ``BlockingIOError`` (the counters then hold valid but partly updated values
+        and ``tx``/``rx`` are incomplete: prepare again). Natively when the extension is built
+        (one ``recvmmsg`` per 8 answers), else :meth:`_fold_python`.
         """
-        buf = self._buf
-        send = self._sock.send
-        recv_into = self._sock.recv_into
+        native = self._native
+        if native is not None and len(plan) == 1:  # the usual case (up to BATCH sockets)
+            blob, base, n = plan[0]
+            return native.tcp_batch(self._fd, blob, base, n, 0, owner, acked, received, tx, rx) or None
         gone: list[int] = []
         first = 0
         for blob, base, n in plan:
-            send(blob)
-            fast = self._fast
-            unpack, fast_size = fast.unpack_from, fast.size
-            answered = 0
-            while answered < n:
-                size = recv_into(buf, 0, MSG_DONTWAIT)
-                if size >= fast_size:
-                    length, mtype, seq, rta_len, rta_type, acked, received = unpack(buf, 0)
-                    i = seq - base
-                    if (length == size and mtype == SOCK_DIAG_BY_FAMILY and rta_type == INET_DIAG_INFO
-                            and rta_len >= _INFO_RTA_MIN and 0 <= i < n):
-                        answered += 1
-                        s = socks[first + i]
-                        if acked > s[2]:  # never backwards, even if a counter were reset
-                            s[2] = acked
-                        if received > s[3]:
-                            s[3] = received
-                        t = s[0]
-                        tx[t] += s[2]
-                        rx[t] += s[3]
-                        continue
-                answered += self._fold_walked(size, base, n, first, socks, tx, rx, gone)
+            if native is not None:
+                gone += native.tcp_batch(self._fd, blob, base, n, first, owner, acked, received, tx, rx)
+            else:
+                self._fold_python(blob, base, n, first, owner, acked, received, tx, rx, gone)
             first += n
         return gone or None
 
-    def _fold_walked(self, size: int, base: int, n: int, first: int, socks: list[list],
-                     tx: list[int], rx: list[int], gone: list[int]) -> int:
-        """:meth:`update` for a datagram off the fast path: walk its messages and attributes.
+    def _fold_python(self, blob: bytes, base: int, n: int, first: int, owner: array, acked: array,
+                     received: array, tx: array, rx: array, gone: list[int]) -> None:
+        """One batch of :meth:`update` in Python: the reference for the native reader.
+
+        An answer is one datagram, read into the same (hot) buffer as the previous one; one laid
+        out like the last is read with a single ``unpack_from``, any other is walked attribute
+        by attribute. (Receiving all answers first and unpacking them in one go is slower in
+        Python: every answer then lands in a cold part of the buffer.)
+        """
+        buf = self._buf
+        recv_into = self._sock.recv_into
+        self._sock.send(blob)
+        fast = self._fast
+        unpack, fast_size = fast.unpack_from, fast.size
+        answered = 0
+        while answered < n:
+            size = recv_into(buf, 0, MSG_DONTWAIT)
+            if size >= fast_size:
+                length, mtype, seq, rta_len, rta_type, ack, rec = unpack(buf, 0)
+                i = seq - base
+                if (length == size and mtype == SOCK_DIAG_BY_FAMILY and rta_type == INET_DIAG_INFO
+                        and rta_len >= _INFO_RTA_MIN and 0 <= i < n):
+                    answered += 1
+                    j = first + i
+                    if ack > acked[j]:  # never backwards, even if a counter were reset
+                        acked[j] = ack
+                    if rec > received[j]:
+                        received[j] = rec
+                    t = owner[j]
+                    tx[t] += acked[j]
+                    rx[t] += received[j]
+                    continue
+            answered += self._fold_walked(size, base, n, first, owner, acked, received, tx, rx, gone)
+
+    def _fold_walked(self, size: int, base: int, n: int, first: int, owner: array, acked: array,
+                     received: array, tx: array, rx: array, gone: list[int]) -> int:
+        """:meth:`_fold_python` for a datagram off the fast path: walk its messages and attributes.
 
         Returns how many of the batch's answers it held; errors and answers without tcp_info
         mark their socket gone. Learns where INET_DIAG_INFO sits for the fast path.
@@ -202,16 +225,16 @@ class TcpInfoReader:
             i = seq - base
             if 0 <= i < n and mtype in (SOCK_DIAG_BY_FAMILY, NLMSG_ERROR):
                 answered += 1
-                s = socks[first + i]
+                j = first + i
                 a = self._find_info(off, min(length, size - off)) if mtype == SOCK_DIAG_BY_FAMILY else 0
                 if a and _RTA.unpack_from(buf, a)[0] >= _INFO_RTA_MIN:
-                    acked, received = _TCPI_BYTES.unpack_from(buf, a + 4 + _TCPI_BYTES_OFFSET)
-                    s[2] = max(s[2], acked)
-                    s[3] = max(s[3], received)
+                    ack, rec = _TCPI_BYTES.unpack_from(buf, a + 4 + _TCPI_BYTES_OFFSET)
+                    acked[j] = max(acked[j], ack)
+                    received[j] = max(received[j], rec)
                 else:  # gone: its last counts stay
-                    gone.append(first + i)
-                tx[s[0]] += s[2]
-                rx[s[0]] += s[3]
+                    gone.append(j)
+                tx[owner[j]] += acked[j]
+                rx[owner[j]] += received[j]
             off += (length + 3) & ~3
         return answered
 
@@ -308,10 +331,13 @@ class TcpAccounts:
     def __init__(self, n_targets: int, reader: TcpInfoReader | None = None, redump_s: float = 2.0) -> None:
         self.reader = reader or TcpInfoReader()
         self.redump_s = redump_s
-        self._closed_tx = [0] * n_targets  # last counts of sockets that are gone, per target
-        self._closed_rx = [0] * n_targets
-        self._open: list[list] = []  # [target index, key, bytes_acked, bytes_received]
-        self._keys: list[bytes] = []  # the keys of _open, in order
+        self._closed_tx = array("q", [0]) * n_targets  # last counts of sockets that are gone, per target
+        self._closed_rx = array("q", [0]) * n_targets
+        # the open sockets, in the order of the plan: owner (target index), key, last counts
+        self._owner = array("q")
+        self._keys: list[bytes] = []
+        self._acked = array("q")
+        self._received = array("q")
         self._plan = None  # prepared request batch for _keys
         self._known: set[int] = set()  # inodes already tracked
         self._unresolved: set[int] = set()  # inodes seen in fds but not (yet) in a TCP dump
@@ -319,7 +345,7 @@ class TcpAccounts:
 
     @property
     def n_sockets(self) -> int:
-        return len(self._open)
+        return len(self._keys)
 
     def assign(self, inodes_per_target: list[set[int]], now: float) -> None:
         owner: dict[int, int] = {}
@@ -338,8 +364,10 @@ class TcpAccounts:
         for ino, i in owner.items():
             if ino in table:
                 self._known.add(ino)
-                self._open.append([i, table[ino][0], 0, 0])
+                self._owner.append(i)
                 self._keys.append(table[ino][0])
+                self._acked.append(0)
+                self._received.append(0)
                 self._plan = None
             else:
                 self._unresolved.add(ino)  # unix/UDP/listening or not yet connected
@@ -348,31 +376,50 @@ class TcpAccounts:
         """``(tx_bytes, rx_bytes)``: two lists with one cumulative count per target (fresh lists)."""
         tx = self._closed_tx[:]
         rx = self._closed_rx[:]
-        socks = self._open
-        if not socks:
-            return tx, rx
+        if not self._keys:
+            return tx.tolist(), rx.tolist()
         if self._plan is None:
             self._plan = self.reader.prepare(self._keys)
+        owner, acked, received = self._owner, self._acked, self._received
         try:
-            gone = self.reader.update(self._plan, socks, tx, rx)
+            gone = self.reader.update(self._plan, owner, acked, received, tx, rx)
         except OSError:  # an answer went missing: keep the last counts, ask afresh next time
             self._plan = None
             tx = self._closed_tx[:]
             rx = self._closed_rx[:]
-            for s in socks:
-                tx[s[0]] += s[2]
-                rx[s[0]] += s[3]
-            return tx, rx
+            for t, a, r in zip(owner, acked, received):
+                tx[t] += a
+                rx[t] += r
+            return tx.tolist(), rx.tolist()
         if gone:  # their last counts move to the closed totals (already in this reading)
             for j in gone:
-                s = socks[j]
-                self._closed_tx[s[0]] += s[2]
-                self._closed_rx[s[0]] += s[3]
+                self._closed_tx[owner[j]] += acked[j]
+                self._closed_rx[owner[j]] += received[j]
             dead = set(gone)
-            self._open = [s for j, s in enumerate(socks) if j not in dead]
-            self._keys = [s[1] for s in self._open]
+            keep = [j for j in range(len(self._keys)) if j not in dead]
+            self._owner = array("q", [owner[j] for j in keep])
+            self._keys = [self._keys[j] for j in keep]
+            self._acked = array("q", [acked[j] for j in keep])
+            self._received = array("q", [received[j] for j in keep])
             self._plan = None
-        return tx, rx
+        return tx.tolist(), rx.tolist()
+
+    def native_args(self) -> tuple | None:
+        """The ``tcp`` argument of ``_fastread.run_samples``, None if these sockets need Python.
+
+        ``(sock_fd, requests, base, n, owner, acked, received, closed_tx, closed_rx)``; None
+        without the native reader or with more than one batch of sockets.
+        """
+        reader = self.reader
+        if reader._native is None:
+            return None
+        if self._plan is None:
+            self._plan = reader.prepare(self._keys)
+        if len(self._plan) > 1:
+            return None
+        blob, base, n = self._plan[0] if self._plan else (b"", 0, 0)
+        return (reader._fd, blob, base, n, self._owner, self._acked, self._received,
+                self._closed_tx, self._closed_rx)
 
     def close(self) -> None:
         self.reader.close()
