@@ -3,6 +3,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from driple._lazy import lazy_attributes
 from driple.errors import DripleError
 from driple.settings import Setting, parse_setting
 
@@ -15,13 +16,6 @@ _LAZY = {
     "colocate": "driple.predict.colocate",
 }
 
-
-def __getattr__(name):  # lazy: importing driple must not import torch
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'driple' has no attribute {name!r}")
-
-
-__all__ = ["DripleError", "Setting", "parse_setting", "__version__", *_LAZY]
+# lazy: importing driple must not import torch
+__getattr__, _lazy_all = lazy_attributes(__name__, _LAZY)
+__all__ = ["DripleError", "Setting", "parse_setting", "__version__", *_lazy_all]

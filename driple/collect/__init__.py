@@ -10,6 +10,8 @@ Importing this package is cheap; torch is imported only when a job is run.
 """
 from __future__ import annotations
 
+from driple._lazy import lazy_attributes
+
 _LAZY = {
     "JobSpec": "driple.collect.job",
     "JobResult": "driple.collect.job",
@@ -29,12 +31,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'driple.collect' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__getattr__, __all__ = lazy_attributes(__name__, _LAZY)

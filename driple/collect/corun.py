@@ -545,22 +545,12 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
           - ["resnet,depth=20,bs=32", "mlp,bs=256"]
           - [{model: resnet, knobs: {depth: 20}, batch_size: 32}, {model: gpt_tiny, batch_size: 16}]
     """
-    import yaml
-
     from driple.cli.options import parse_job  # the command line's job syntax, shared
+    from driple.collect.sweep import read_grid_file
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise DripleError(f"cannot read co-run grid {path}: {err.strerror}") from err
-    except yaml.YAMLError as err:
-        raise DripleError(f"co-run grid {path} is not valid YAML: {err}") from err
-    if isinstance(data, list):
-        data = {"coruns": data}
-    groups = data.get("coruns") if isinstance(data, dict) else None
-    if not isinstance(groups, list) or not groups:
-        raise DripleError(f"co-run grid {path} needs a non-empty 'coruns:' list of job lists")
+    data = read_grid_file(path, "co-run grid", "coruns", " of job lists")
+    groups = data["coruns"]
     warmup = data.get("warmup")
     coruns = []
     for i, group in enumerate(groups):

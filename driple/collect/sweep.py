@@ -30,21 +30,29 @@ from driple.errors import DripleError
 from driple.settings import parse_setting
 
 
-def load_grid(path: str | os.PathLike) -> dict:
-    """Read a grid file: ``{"seconds", "warmup", "setting", "jobs": [JobSpec, ...]}``."""
+def read_grid_file(path: str | os.PathLike, what: str, key: str, hint: str = "") -> dict:
+    """The YAML mapping of a grid file whose ``key`` is a non-empty list (a bare list is taken
+    as that list); a :class:`DripleError` naming ``what`` (e.g. "grid") otherwise."""
     import yaml
 
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
-        raise DripleError(f"cannot read grid {path}: {err.strerror}") from err
+        raise DripleError(f"cannot read {what} {path}: {err.strerror}") from err
     except yaml.YAMLError as err:
-        raise DripleError(f"grid {path} is not valid YAML: {err}") from err
+        raise DripleError(f"{what} {path} is not valid YAML: {err}") from err
     if isinstance(data, list):
-        data = {"jobs": data}
-    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
-        raise DripleError(f"grid {path} needs a non-empty 'jobs:' list (see `driple collect grid --help`)")
+        data = {key: data}
+    if not isinstance(data, dict) or not isinstance(data.get(key), list) or not data[key]:
+        raise DripleError(f"{what} {path} needs a non-empty '{key}:' list{hint}")
+    return data
+
+
+def load_grid(path: str | os.PathLike) -> dict:
+    """Read a grid file: ``{"seconds", "warmup", "setting", "jobs": [JobSpec, ...]}``."""
+    path = Path(path)
+    data = read_grid_file(path, "grid", "jobs", " (see `driple collect grid --help`)")
     warmup = data.get("warmup")
     jobs = []
     for i, entry in enumerate(data["jobs"]):

@@ -9,6 +9,8 @@ Importing this package is cheap; torch is imported when a name below is first us
 """
 from __future__ import annotations
 
+from driple._lazy import lazy_attributes
+
 _LAZY = {
     "Inspector": "driple.inspector.model",
     "InspectorDataset": "driple.inspector.dataset",
@@ -28,12 +30,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'driple.inspector' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__getattr__, __all__ = lazy_attributes(__name__, _LAZY)

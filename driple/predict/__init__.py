@@ -10,6 +10,8 @@ Importing this package is cheap; torch is imported when a prediction is first ma
 """
 from __future__ import annotations
 
+from driple._lazy import lazy_attributes
+
 _LAZY = {
     "Predictor": "driple.predict.predictor",
     "ResourceProfile": "driple.predict.profile",
@@ -19,12 +21,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'driple.predict' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__getattr__, __all__ = lazy_attributes(__name__, _LAZY)
