@@ -158,7 +158,8 @@ def _kept(section: str, key: str, only) -> dict:
 
 
 def _overrides(args) -> dict:
-    return {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
+    return {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience),
+                              ("target_scaling", args.target_scaling)) if v is not None}
 
 
 def section_transfer(args) -> None:
@@ -330,6 +331,8 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=None,
                    help="epoch bound of every retraining (default: the shipped inspector's)")
     p.add_argument("--patience", type=int, default=None, help="early-stopping patience of retrainings")
+    p.add_argument("--target-scaling", default=None, choices=["max", "standard", "log"],
+                   help="target scaling of retrainings (default: the shipped inspector's)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--datasets", default=None, help="datasets directory (default: the shipped one)")
     p.add_argument("--quiet", action="store_true")
