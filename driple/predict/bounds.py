@@ -14,7 +14,8 @@ Caps (upper bounds of the burst amounts; the lower bound of every metric is 0):
 - TX / RX: the setting's link rate in MB/s (emulated links), none on loopback.
 
 Durations are not capped: a larger model legitimately has longer phases than any training job;
-they are only flagged when outside the training range.
+they are flagged when outside the training range, and raised to the shortest training value
+when below it (no measured burst or idle was shorter: at 100 Hz one sample lasts 10 ms).
 """
 from __future__ import annotations
 
@@ -53,12 +54,15 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tu
             v = row[j]
             if low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j]):
                 if v > high[j] * 1.05 or v < low[j] * 0.95:
-                    shown = " (shown as 0)" if v < 0 else ""
+                    floor = m.endswith("_duration") and v < low[j]
+                    shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
                     notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
                                     f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
             if m in upper and v > upper[m]:
                 notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m])}: {_why(m, setting)}")
                 row[j] = upper[m]
+            if m.endswith("_duration") and low is not None and np.isfinite(low[j]) and v < low[j]:
+                row[j] = low[j]  # no measured phase was shorter (one sample is 10 ms at 100 Hz)
         np.clip(row, 0.0, None, out=row)
     return values, notes
 

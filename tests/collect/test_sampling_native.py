@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.native import fastread
 from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, TreeGroup
 from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader
+from test_sampling import _socket_pairs  # loopback TCP pairs, shared
 
 needs_native = pytest.mark.skipif(fastread is None, reason="the _fastread extension is not built")
 
@@ -87,17 +87,6 @@ def test_tree_group_native_matches_python():
         for p in procs:
             p.kill()
             p.wait()
-
-
-def _socket_pairs(n: int):
-    srv = socket.create_server(("127.0.0.1", 0))
-    pairs = []
-    for _ in range(n):
-        a = socket.create_connection(srv.getsockname())
-        b, _ = srv.accept()
-        pairs.append((a, b))
-    srv.close()
-    return pairs
 
 
 @needs_native

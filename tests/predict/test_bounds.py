@@ -32,7 +32,8 @@ def test_amounts_are_clipped_and_extrapolations_noted():
     out, notes = bound(values, "cpu-ddp-w2-1g", low, high)
     assert out[0, I["compute_burst_amount"]] == 141.0  # within this training range (cap 232)
     assert out[0, I["tx_burst_amount"]] == pytest.approx(125.0)  # the link's rate
-    assert out[0, I["tx_idle_duration"]] == 0.0  # never negative
+    assert out[0, I["tx_idle_duration"]] == 0.5  # raised to the shortest training value
+    assert any("tx_idle_duration" in n and "shown as 0.5" in n for n in notes[0])
     assert any("tx_burst_amount" in n and "clipped" in n for n in notes[0])
     assert any("tx_burst_amount" in n and "outside" in n for n in notes[0])
     assert notes[1] == [] and np.array_equal(out[1], values[1])
