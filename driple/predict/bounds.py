@@ -30,16 +30,24 @@ def caps(setting: str, high: Optional[Sequence[float]] = None) -> dict:
     """``{metric: upper bound}`` of the burst amounts in ``setting`` (see the module docstring).
 
     ``high``: the training maximum of each metric (``TargetScaler.high_``), or None."""
+    return {m: cap for m, (cap, _why) in _caps(setting, high).items()}
+
+
+def _caps(setting: str, high) -> dict:
+    """``{metric: (upper bound, why)}``: the caps and the words that explain them."""
     from driple.settings import parse_setting
 
     s = parse_setting(setting)
-    out = {"memory_burst_amount": 100.0}
+    out = {"memory_burst_amount": (100.0, "all of the memory")}
+    j = METRICS.index("compute_burst_amount")
     if s.device == "gpu":
-        out["compute_burst_amount"] = 100.0
-    elif high is not None and np.isfinite(high[METRICS.index("compute_burst_amount")]):
-        out["compute_burst_amount"] = float(high[METRICS.index("compute_burst_amount")])
+        out["compute_burst_amount"] = (100.0, "its physical bound")
+    elif high is not None and np.isfinite(high[j]):
+        out["compute_burst_amount"] = (float(high[j]),
+                                       f"the most any training job's worker reached in {setting}")
     if s.link_bps:
-        out["tx_burst_amount"] = out["rx_burst_amount"] = s.link_bps / 8e6
+        link = (s.link_bps / 8e6, f"the link rate of {setting}")
+        out["tx_burst_amount"] = out["rx_burst_amount"] = link
     return out
 
 
@@ -48,31 +56,24 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tu
     of plain-text notes per row (what was clipped, what lies outside the training range)."""
     values = np.array(values, dtype=np.float64, copy=True)
     notes: list[list[str]] = [[] for _ in range(len(values))]
-    upper = caps(setting, high) if setting else {}
+    upper = _caps(setting, high) if setting else {}
+    known = [low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j])
+             for j in range(len(METRICS))]
     for i, row in enumerate(values):
         for j, m in enumerate(METRICS):
             v = row[j]
-            if low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j]):
-                if v > high[j] * 1.05 or v < low[j] * 0.95:
-                    floor = m.endswith("_duration") and v < low[j]
-                    shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
-                    notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
-                                    f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
-            if m in upper and v > upper[m]:
-                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m])}: {_why(m, setting)}")
-                row[j] = upper[m]
-            if m.endswith("_duration") and low is not None and np.isfinite(low[j]) and v < low[j]:
+            floor = known[j] and m.endswith("_duration") and v < low[j]
+            if known[j] and (v > high[j] * 1.05 or v < low[j] * 0.95):
+                shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
+                notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
+                                f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
+            if m in upper and v > upper[m][0]:
+                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m][0])}: {upper[m][1]}")
+                row[j] = upper[m][0]
+            if floor:
                 row[j] = low[j]  # no measured phase was shorter (one sample is 10 ms at 100 Hz)
         np.clip(row, 0.0, None, out=row)
     return values, notes
-
-
-def _why(metric: str, setting: str) -> str:
-    if metric == "compute_burst_amount" and not setting.startswith("gpu"):
-        return f"the most any training job's worker reached in {setting}"
-    if metric == "memory_burst_amount":
-        return "all of the memory"
-    return f"the link rate of {setting}" if metric.startswith(("tx", "rx")) else "its physical bound"
 
 
 def _num(v: float) -> str:

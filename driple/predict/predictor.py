@@ -131,13 +131,12 @@ class Predictor:
         from driple.predict.bounds import bound, caps
 
         ts = self.inspector.target_scaler
-        setting = self.inspector.setting if self.inspector.setting and "," not in self.inspector.setting else None
-        values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), setting,
+        values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
                               ts.low_, ts.high_)
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
-            for m, cap in (caps(setting, ts.high_) if setting else {}).items():
+            for m, cap in caps(self.setting, ts.high_).items():
                 highs[:, METRICS.index(m)] = np.minimum(highs[:, METRICS.index(m)], cap)
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
