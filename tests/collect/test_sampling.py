@@ -1,6 +1,7 @@
 """Samplers on real processes: errors a user can cause, process trees, sockets, shutdown paths."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -256,21 +257,28 @@ def test_inet_diag_reader_finds_our_socket():
         b.close()
 
 
+@contextlib.contextmanager
 def _socket_pairs(n: int):
+    """``n`` connected loopback TCP pairs ``(client, server side)``, all closed on exit."""
     srv = socket.create_server(("127.0.0.1", 0))
     pairs = []
-    for _ in range(n):
-        a = socket.create_connection(srv.getsockname())
-        b, _ = srv.accept()
-        pairs.append((a, b))
-    srv.close()
-    return pairs
+    try:
+        for _ in range(n):
+            a = socket.create_connection(srv.getsockname())
+            b, _ = srv.accept()
+            pairs.append((a, b))
+        srv.close()
+        yield pairs
+    finally:
+        srv.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
 
 
 def test_inet_diag_fast_path_and_attribute_walk_agree():
     """The Python reader's two ways of reading an answer (the native reader: test_sampling_native)."""
-    pairs = _socket_pairs(5)
-    try:
+    with _socket_pairs(5) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * (1000 + i))
             b.sendall(b"y" * (10 + i))
@@ -289,15 +297,10 @@ def test_inet_diag_fast_path_and_attribute_walk_agree():
         for i in range(5):
             expected += [(1000 + i + 1, 10 + i), (10 + i, 1000 + i)]  # +1: the connecting side counts its SYN
         assert fast == expected
-    finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
 
 
 def test_tcp_accounts_fold_per_target_and_keep_closed_sockets():
-    pairs = _socket_pairs(4)
-    try:
+    with _socket_pairs(4) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * 1000 * (i + 1))
         time.sleep(0.05)
@@ -317,10 +320,6 @@ def test_tcp_accounts_fold_per_target_and_keep_closed_sockets():
         tx3, _ = acc.read()
         assert tx3[1] == tx[1] + 500 and tx3[0] == tx2[0]
         acc.close()
-    finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
 
 
 def test_process_tree_reader_directly():

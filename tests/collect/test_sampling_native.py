@@ -91,8 +91,7 @@ def test_tree_group_native_matches_python():
 
 @needs_native
 def test_inet_diag_native_matches_python():
-    pairs = _socket_pairs(6)
-    try:
+    with _socket_pairs(6) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * (1000 + i))
             b.sendall(b"y" * (10 + i))
@@ -107,16 +106,11 @@ def test_inet_diag_native_matches_python():
             got = nat.query(keys)
             assert got == py.query(keys)
             assert got[4] in (None, (1003, 12)) and got[0] == (1001, 10)  # gone or last counts
-    finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
 
 
 @needs_native
 def test_tcp_accounts_native_matches_python():
-    pairs = _socket_pairs(4)
-    try:
+    with _socket_pairs(4) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * 1000 * (i + 1))
         time.sleep(0.05)
@@ -135,10 +129,6 @@ def test_tcp_accounts_native_matches_python():
         assert accs[0].n_sockets == accs[1].n_sockets
         for acc in accs:
             acc.close()
-    finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
 
 
 ENDS = r"""
