@@ -77,7 +77,10 @@ def load_user_function(ref: str) -> Callable:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise DripleError(f"cannot import module {target!r} for model {ref!r}: {err}") from err
+            local = Path(*target.split(".")).with_suffix(".py")
+            hint = (f"; {local} is here: name it as '{local}:{func_name}', or put its folder on "
+                    "PYTHONPATH" if local.is_file() else "; is it installed, or on PYTHONPATH?")
+            raise DripleError(f"cannot import module {target!r} for model {ref!r}: {err}{hint}") from err
     fn = getattr(module, func_name, None)
     if not callable(fn):
         raise DripleError(f"{target!r} has no function {func_name!r}")

@@ -1,3 +1,5 @@
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -32,7 +34,7 @@ def test_predict_many_matches_single(predictor):
     assert predictor.predict_many([]) == []
 
 
-def test_predict_job_zoo_and_user_factory(predictor, tmp_path):
+def test_predict_job_zoo_and_user_factory(predictor, tmp_path, monkeypatch):
     prof = predictor.predict_zoo("mlp", batch_size=4, hidden=32, layers=1)
     assert prof.model.startswith("mlp") and "hidden=32" in prof.model
     code = tmp_path / "mymodels.py"
@@ -58,6 +60,10 @@ def test_predict_job_zoo_and_user_factory(predictor, tmp_path):
         predictor.predict_job(f"{code}:boom")
     with pytest.raises(DripleError, match="cannot import module"):
         predictor.predict_job("no_such_pkg_xyz.models:build")
+    monkeypatch.chdir(tmp_path)  # a file beside the user, named as a module: say how to name it
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(DripleError, match=r"mymodels\.py is here: name it as 'mymodels\.py:build'"):
+        predictor.predict_job("mymodels:build")
     with pytest.raises(DripleError, match="at least 1"):
         predictor.predict_job("mlp", batch_size=0)
 
