@@ -89,8 +89,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--iterations", type=int, default=None,
                      help="measure exactly this many iterations per worker instead of --seconds")
     run.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data (default 0)")
+    run.add_argument("--min-iterations", type=int, default=20,
+                     help="measure at least this many iterations per worker (default 20): labels are medians over them")
+    run.add_argument("--max-seconds", type=float, default=120.0,
+                     help="cap on the measured part, s (default 120); a job that needs longer for its "
+                     "minimum iterations fails with that reason")
+    run.add_argument("--timeline", choices=["marks", "profiler"], default="marks",
+                     help="how ranks record their timeline on CPU hosts: phase marks (default, ~0 cost) or "
+                     "torch.profiler (records every op; for comparison). GPUs always use the profiler")
+    run.add_argument("--allow-other-hardware", action="store_true",
+                     help="add the row even if --out holds rows measured on another CPU/GPU model")
     run.add_argument("--timeout", type=float, default=None,
-                     help="kill the job and record it failed after this many s (default 90 + 2 x seconds)")
+                     help="kill the job and record it failed after this many s (default 90 + 2 x max(seconds, max-seconds))")
     run.add_argument("--launcher", choices=["env", "torchrun"], default="env",
                      help="start ranks directly with the torch env contract (default) or via torchrun (loopback only)")
     run.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
@@ -104,7 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--grid", required=True, help="grid YAML (from `driple collect grid`)")
     sweep.add_argument("--out", required=True, help="dataset directory, e.g. datasets/cpu-ddp-w2-lo/")
     sweep.add_argument("--seconds", type=float, default=None, help="measurement per job, s (default: the grid's, else 10)")
-    sweep.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
+    sweep.add_argument("--timeout", type=float, default=None,
+                       help="per-job timeout, s (default 90 + 2 x max(seconds, max-seconds))")
+    sweep.add_argument("--max-seconds", type=float, default=None,
+                       help="cap on each job's measured part, s (default: the grid's, else 120)")
+    sweep.add_argument("--min-iterations", type=int, default=None,
+                       help="measured iterations per worker at least (default: the grid's, else 20)")
+    sweep.add_argument("--allow-other-hardware", action="store_true",
+                       help="add rows even if --out holds rows measured on another CPU/GPU model")
     sweep.add_argument("--retry-failed", action="store_true", help="also re-run jobs that crashed or hung before")
     sweep.add_argument("--retry-contended", type=float, metavar="PCT",
                        help="also re-run ok jobs measured while other processes used more than PCT %% "
@@ -166,11 +183,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     clean.set_defaults(func=cmd_cleanup)
 
     relabel = cs.add_parser(
-        "relabel", help="recompute a dataset's labels from its raw series and compare",
-        description="Recompute the 12 metrics of every ok job of DATASET from raw/<job>.npz and "
-        "the steady-state windows in raw/<job>.json (the labeller as shipped) and compare them "
-        "with results.csv. Exit status 1 if any value differs.")
+        "relabel", help="recompute a dataset's labels from its raw files and compare",
+        description="Recompute the labels of every ok job of DATASET from raw/<job>.timeline.npz "
+        "(the ranks' timelines) and raw/<job>.npz (the sampled counters), with the labeller as "
+        "shipped, and compare them with results.csv. Exit status 1 if any value differs.")
     relabel.add_argument("dataset", help="dataset directory, e.g. datasets/cpu-ddp-w2-lo")
+    relabel.add_argument("--labeller", choices=["timeline", "kmeans"], default="timeline",
+                         help="which labels to recompute: the timeline labels (v2, the metric columns; "
+                         "default) or the paper's k-means labels (kmeans_* columns)")
     relabel.add_argument("--json", action="store_true", help="print the report as JSON")
     relabel.add_argument("--no-progress", action="store_true", help="no progress bar")
     relabel.set_defaults(func=cmd_relabel)
@@ -191,14 +211,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     check_models([spec.model])
     out = Path(args.out) if args.out else Path("runs") / setting.id
-    record(out, setting=setting.id)
     table = ResultTable(out)
+    table.check_hardware(allow=args.allow_other_hardware)
+    record(out, setting=setting.id)
     if not args.json:
-        print(f"running {spec.model} in {setting.id} for {args.seconds:g} s after {spec.warmup} warm-up iterations ...",
+        print(f"running {spec.model} in {setting.id}: {spec.warmup} warm-up iterations, then at least "
+              f"{args.min_iterations} iterations and {args.seconds:g} s ...",
               file=sys.stderr)
     try:
         result = run_job(spec, setting, seconds=args.seconds, out_dir=out, timeout=args.timeout,
-                         launcher=args.launcher, period_s=args.period, record=False)
+                         launcher=args.launcher, period_s=args.period, record=False,
+                         min_iterations=args.min_iterations, max_seconds=args.max_seconds,
+                         timeline=args.timeline)
     except JobInterrupted as stop:
         table.append(stop.result.row)
         raise KeyboardInterrupt from None
@@ -244,7 +268,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            retry_failed=args.retry_failed,
                            retry_contended=args.retry_contended, progress=not args.no_progress,
                            launcher=args.launcher, max_jobs=args.max_jobs,
-                           wait_quiet=args.wait_quiet)
+                           wait_quiet=args.wait_quiet, max_seconds=args.max_seconds,
+                           min_iterations=args.min_iterations,
+                           allow_other_hardware=args.allow_other_hardware)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
               "Run the same command again to continue.", file=sys.stderr)
@@ -278,7 +304,7 @@ def cmd_relabel(args: argparse.Namespace) -> int:
 
     if not (Path(args.dataset) / "results.csv").exists():
         raise DripleError(f"{args.dataset} holds no results.csv; pass a dataset directory")
-    report = check_dataset(args.dataset, progress=not args.no_progress)
+    report = check_dataset(args.dataset, progress=not args.no_progress, labeller=args.labeller)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

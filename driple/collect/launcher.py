@@ -34,13 +34,17 @@ from driple.errors import DripleError
 from driple.settings import Setting, parse_setting
 
 LAUNCHERS = ("env", "torchrun")
+TIMELINES = ("marks", "profiler")
 POLL_S = 0.05
 KILL_GRACE_S = 3.0
+MIN_ITERATIONS = 20  # measured iterations per worker: the labels are medians over them
+DEFAULT_MAX_SECONDS = 120.0  # cap on the measured part; a job that needs more fails clearly
 
 
-def default_timeout(seconds: float) -> float:
-    """Seconds after which a job counts as hung: start-up and warm-up get 90 s, measurement x2."""
-    return 90.0 + 2.0 * float(seconds)
+def default_timeout(seconds: float, max_seconds: float | None = None) -> float:
+    """Seconds after which a job counts as hung: start-up and warm-up get 90 s, the longest
+    measurement the job may take (``max_seconds``, else ``seconds``) counts twice."""
+    return 90.0 + 2.0 * max(float(seconds), float(max_seconds or 0.0))
 
 
 def roles(setting: Setting) -> list[str]:
@@ -59,8 +63,17 @@ def run_job(
     period_s: float = 0.01,
     job_id: str | None = None,
     record: bool = True,
+    min_iterations: int = MIN_ITERATIONS,
+    max_seconds: float | None = DEFAULT_MAX_SECONDS,
+    timeline: str = "marks",
 ) -> JobResult:
-    """Launch ``spec`` in ``setting`` for real, measure ``seconds`` after warm-up, return its row.
+    """Launch ``spec`` in ``setting`` for real, measure after warm-up, return its row.
+
+    The measured part lasts ``max(min_iterations iterations, seconds)`` per worker (unless
+    ``spec.iterations`` fixes it); a job whose ``min_iterations`` would take longer than
+    ``max_seconds`` fails with that reason. ``timeline`` chooses how the ranks record their
+    timeline: ``"marks"`` (phase marks, the default on CPU) or ``"profiler"`` (torch.profiler;
+    always on GPUs).
 
     Writes ``out_dir/raw/<job_id>.npz`` (sampled counters), ``.json`` (per-rank labels,
     iteration and bucket logs) and ``.log`` (the ranks' output). Never raises for a failed job:
@@ -74,6 +87,10 @@ def run_job(
     setting = parse_setting(setting)
     if launcher not in LAUNCHERS:
         raise DripleError(f"unknown launcher {launcher!r}; use 'env' or 'torchrun'")
+    if timeline not in TIMELINES:
+        raise DripleError(f"unknown timeline source {timeline!r}; use 'marks' or 'profiler'")
+    if int(min_iterations) < 1:
+        raise DripleError("min_iterations must be at least 1")
     if launcher == "torchrun" and setting.emulated:
         raise DripleError("torchrun starts all ranks on one host; emulated settings use launcher='env'")
     if float(seconds) <= 0 and spec.iterations is None:
@@ -84,7 +101,7 @@ def run_job(
         from driple.collect.netns import require_root
 
         require_root()
-    timeout = float(timeout) if timeout else default_timeout(seconds)
+    timeout = float(timeout) if timeout else default_timeout(seconds, max_seconds)
     out_dir = Path(out_dir)
     raw_dir = out_dir / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +114,7 @@ def run_job(
             stale.unlink()
     (work / "job.json").write_text(json.dumps({
         "workdir": str(work.resolve()), "timeout": timeout, "seconds": float(seconds),
+        "min_iterations": int(min_iterations), "max_seconds": max_seconds, "timeline": timeline,
         "setting": setting.to_dict(), "spec": spec.to_dict(),
     }))
 

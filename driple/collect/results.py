@@ -8,14 +8,19 @@ per-rank detail ``raw/<job_id>.json``, not in the mean).
 Row columns (units):
 - ``job_id``, ``setting`` (id), ``model``, ``family``, ``knobs`` (JSON), ``batch_size`` (per
   worker), ``optimizer``, ``lr``, ``seed``, ``seconds`` (asked measurement length, s)
-- the 12 metrics of :data:`driple.metrics.METRICS` (%, MB/s, s)
+- the 12 metrics of :data:`driple.metrics.METRICS` from the timeline labeller (%, MB, MB/s, s;
+  see :mod:`driple.collect.timeline.labels`), ``step_time`` (median iteration period, s) and
+  ``samples_per_s`` (workers x batch / step time)
 - ``iter_time_mean_s``, ``iter_time_std_s`` (over all measured iterations of all workers),
-  ``iterations`` (measured, fewest of any worker), ``samples_per_s`` (sum over workers of
-  batch / mean iteration time), ``tx_bytes_per_iter``, ``rx_bytes_per_iter`` (per worker,
-  mean over workers, B), ``param_bytes`` (model parameters, B)
+  ``iterations`` (measured, fewest of any worker), ``tx_bytes_per_iter``,
+  ``rx_bytes_per_iter`` (per worker, mean over workers, B), ``param_bytes`` (model parameters, B)
+- contention and hardware: ``host_other_cpu_pct`` (host CPU used by other processes, %),
+  ``run_delay_pct`` (time the ranks' threads waited for a CPU, % of the window, mean over
+  ranks), ``cpu_model``, ``cpu_cores``, ``gpu_model``; ``labels`` (the labeller version)
 - ``status`` (``ok``/``failed``), ``reason``, ``started`` (UTC ISO), ``duration_s`` (wall time of
-  the whole job incl. start-up, s), ``raw_path`` (relative to the table)
-- then whatever else the labeller reports (pattern shares), mean over workers.
+  the whole job incl. start-up, s), ``raw_path`` / ``timeline_path`` (relative to the table)
+- then the timeline labeller's extras (bursts per iteration, spreads) and the paper's k-means
+  labels as ``kmeans_<metric>`` (and its pattern shares), mean over workers.
 
 The table is rewritten atomically (temp file + rename, under a lock) on every append, so a
 crash or Ctrl-C at any moment leaves either the old or the new table, never a torn row.
@@ -35,12 +40,14 @@ from pathlib import Path
 
 from driple.metrics import METRICS
 
+LABELS_VERSION = "timeline-v2"
 BASE_COLUMNS = (
     "job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "lr", "seed", "seconds",
-    *METRICS,
-    "iter_time_mean_s", "iter_time_std_s", "iterations", "samples_per_s",
-    "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct",
-    "status", "reason", "started", "duration_s", "raw_path",
+    *METRICS, "step_time", "samples_per_s",
+    "iter_time_mean_s", "iter_time_std_s", "iterations",
+    "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct", "run_delay_pct",
+    "cpu_model", "cpu_cores", "gpu_model", "labels",
+    "status", "reason", "started", "duration_s", "raw_path", "timeline_path",
 )
 INTERRUPTED = "interrupted"  # reasons starting with this word mark jobs a sweep runs again
 
@@ -105,6 +112,28 @@ class ResultTable:
         if not history and len(df):
             df = df.drop_duplicates("job_id", keep="last").reset_index(drop=True)
         return df
+
+    def check_hardware(self, allow: bool = False) -> None:
+        """Refuse to add rows from this host to a table measured on another CPU/GPU model.
+
+        The hardware is part of the setting (step times differ 1.2x between the CPUs seen on
+        this project's hosts): one dataset holds one model. ``allow`` lets it through.
+        """
+        if allow or not self.path.exists():
+            return
+        from driple.errors import DripleError
+
+        here = hardware()
+        _, rows = self._rows()
+        for key in ("cpu_model", "gpu_model"):
+            seen = sorted({r.get(key) or "" for r in rows if r.get("status") == "ok"} - {""})
+            mine = here.get(key) or ""
+            others = [m for m in seen if m != mine]
+            if others:
+                raise DripleError(
+                    f"{self.path} holds rows measured on {key.replace('_', ' ')} {others[0]!r}; this host "
+                    f"has {mine or 'none'!r}. One dataset holds one hardware model (another model is "
+                    "another setting): write to another directory, or pass --allow-other-hardware")
 
     def done_ids(self, retry_failed: bool = False, max_contention: float | None = None) -> set[str]:
         """Jobs a sweep skips: the last row is ``ok``, or failed for a reason other than Ctrl-C.
@@ -171,6 +200,21 @@ def _read_lines(path: Path, width: int):
     return np.array(rows, dtype=np.int64).reshape(-1, width)
 
 
+_HOST = None
+
+
+def hardware() -> dict:
+    """CPU model, cores and GPU model(s) of this host, for every row (cached per process)."""
+    global _HOST
+    if _HOST is None:
+        from driple.collect.provenance import host_facts
+
+        facts = host_facts()
+        _HOST = {"cpu_model": facts.get("cpu_model"), "cpu_cores": facts.get("cores"),
+                 "gpu_model": ";".join(facts.get("gpus") or []) or None}
+    return dict(_HOST)
+
+
 def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dict]:
     """Row and per-rank detail of a finished :class:`~driple.collect.launcher._Run`."""
     spec, setting = run.spec, run.setting
@@ -192,19 +236,24 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
         "seed": spec.seed,
         "seconds": _seconds(run),
         **{m: float("nan") for m in METRICS},
+        "step_time": float("nan"),
+        "samples_per_s": float("nan"),
         "iter_time_mean_s": float("nan"),
         "iter_time_std_s": float("nan"),
         "iterations": 0,
-        "samples_per_s": float("nan"),
         "tx_bytes_per_iter": float("nan"),
         "rx_bytes_per_iter": float("nan"),
         "param_bytes": first.get("param_bytes"),
         "host_other_cpu_pct": float("nan"),
+        "run_delay_pct": float("nan"),
+        **hardware(),
+        "labels": LABELS_VERSION,
         "status": run.status,
         "reason": run.reason,
         "started": started.isoformat(timespec="seconds"),
         "duration_s": round(duration_s, 3),
         "raw_path": None,
+        "timeline_path": None,
     }
     if run.raw_path is not None and run.raw_path.exists():
         row["raw_path"] = os.path.relpath(run.raw_path, out_dir)
@@ -217,6 +266,7 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
         "status": run.status,
         "reason": run.reason,
         "warmup": spec.warmup,
+        "labels": LABELS_VERSION,
         "ranks": {n: {"info": infos.get(n), "target": next((t.to_dict() for t in run.targets if t.name == n), None)}
                   for n in run.names},
         "iterations_ns": {n: a.tolist() for n, a in iters.items()},
@@ -224,11 +274,18 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
     }
     if row["status"] == "ok":
         try:
-            _analyse(run, row, detail, iters, buckets)
+            _analyse(run, row, detail, out_dir, buckets)
         except Exception as err:  # noqa: BLE001 - the job ran; say why it has no figures
-            row["status"], row["reason"] = "failed", f"analysis failed: {type(err).__name__}: {err}"
+            row["status"], row["reason"] = "failed", f"analysis failed: {_one_line(err)}"
             detail["status"], detail["reason"] = row["status"], row["reason"]
     return row, detail
+
+
+def _one_line(err: Exception) -> str:
+    from driple.errors import DripleError
+
+    text = str(err).splitlines()[0] if str(err) else ""
+    return text if isinstance(err, DripleError) else f"{type(err).__name__}: {text}"
 
 
 def _seconds(run) -> float | None:
@@ -238,100 +295,67 @@ def _seconds(run) -> float | None:
         return None
 
 
-def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
+def _analyse(run, row: dict, detail: dict, out_dir: Path, buckets: dict) -> None:
     import numpy as np
 
-    from driple.collect.labeller import label_rates
+    from driple.collect.labelling import label_job, series_time
     from driple.collect.series import host_busy_cores, read_raw
+    from driple.collect.timeline.record import read_rank_file, save_job_timelines
+    from driple.errors import DripleError
 
-    warm = run.spec.warmup
-    windows = {}
-    for name, it in iters.items():
-        measured = it[warm:]
-        if len(measured) == 0:
-            raise ValueError(f"{name} logged {len(it)} iterations, none after the {warm} warm-up ones")
-        windows[name] = (int(measured[0, 1]), int(measured[-1, 2]))
-    union = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
-    if run.raw_path is None:
-        raise ValueError("the sampler saved no series")
-    series = read_raw(run.raw_path)
-    per_rank = {}
-    job_cores = 0.0  # CPUs the job's ranks used over the union window
+    timelines = {}
     for name in run.names:
-        w = windows.get(name, union)
+        f = run.work / f"{name}.timeline.npz"
+        if f.exists():
+            timelines[name] = read_rank_file(f)
+        elif name.startswith("worker"):
+            raise DripleError(f"{name} wrote no timeline (it ended before its measurement was saved)")
+    if run.raw_path is None:
+        raise DripleError("the sampler saved no series")
+    tl_path = run.raw_dir / f"{run.job_id}.timeline.npz"
+    save_job_timelines(tl_path, timelines)
+    row["timeline_path"] = os.path.relpath(tl_path, out_dir)
+    series = read_raw(run.raw_path)
+    labels = label_job(timelines, series)
+    row.update({k: v for k, v in labels.row.items()})
+    detail["per_rank"] = labels.per_rank
+    detail["worker_agreement"] = labels.agreement
+
+    workers = [n for n in timelines if n.startswith("worker")]
+    times = np.concatenate([(timelines[n].measured[:, 1] - timelines[n].measured[:, 0]) / 1e9 for n in workers])
+    row["iter_time_mean_s"] = float(times.mean())
+    row["iter_time_std_s"] = float(times.std())
+    row["iterations"] = int(min(len(timelines[n].measured) for n in workers))
+    bs = row["batch_size"]
+    if bs and row.get("step_time") and np.isfinite(row["step_time"]):
+        row["samples_per_s"] = float(len(workers) * float(bs) / row["step_time"])
+    per_iter = {"tx": [], "rx": []}
+    job_cores, delays = 0.0, []
+    windows = [labels.per_rank[n]["window_ns"] for n in workers]
+    union = (min(w[0] for w in windows), max(w[1] for w in windows))
+    u0, u1 = series_time(series, union[0]), series_time(series, union[1])
+    for name, tl in timelines.items():
         df = series.rates(name)
-        t0, t1 = series_time(series, w[0]), series_time(series, w[1])
-        labels = {k: _num(v) for k, v in label_rates(df, t0=t0, t1=t1).items()}
-        sent, received = window_bytes(df, t0, t1)
-        u0, u1 = series_time(series, union[0]), series_time(series, union[1])
-        job_cores += float(df["compute"][(df.index > u0) & (df.index <= u1)].mean()) / 100.0 * \
-            next((t.cores for t in run.targets if t.name == name), 1.0)
-        entry = {"window_ns": list(w), "window_s": [t0, t1], "labels": labels,
-                 "tx_bytes": sent, "rx_bytes": received}
-        if name in iters:
-            measured = iters[name][warm:]
-            times = (measured[:, 2] - measured[:, 1]) / 1e9
-            entry.update({
-                "iterations": int(len(measured)),
-                "iter_time_mean_s": float(times.mean()),
-                "iter_time_std_s": float(times.std()),
-                "tx_bytes_per_iter": sent / len(measured),
-                "rx_bytes_per_iter": received / len(measured),
-            })
+        entry = labels.per_rank[name]
+        if name in workers:
+            per_iter["tx"].append(entry["tx_bytes"] / len(tl.measured))
+            per_iter["rx"].append(entry["rx_bytes"] / len(tl.measured))
             b = buckets.get(name)
             if b is not None and len(b):
                 last = b[b[:, 0] == b[:, 0].max()]
                 entry["buckets_last_iteration_bytes"] = last[:, 2].tolist()
                 entry["allreduce_mean_s"] = float(((b[:, 4] - b[:, 3]) / 1e9).mean())
-        per_rank[name] = entry
-    detail["per_rank"] = per_rank
-
-    workers = [per_rank[n] for n in iters]
-    keys = [k for k in workers[0]["labels"]]
-    for k in keys:
-        row[k] = float(np.nanmean([w["labels"].get(k, np.nan) for w in workers]))
-    all_times = np.concatenate([(iters[n][warm:, 2] - iters[n][warm:, 1]) / 1e9 for n in iters])
-    row["iter_time_mean_s"] = float(all_times.mean())
-    row["iter_time_std_s"] = float(all_times.std())
-    row["iterations"] = int(min(w["iterations"] for w in workers))
-    bs = row["batch_size"]
-    if bs:
-        row["samples_per_s"] = float(sum(float(bs) / w["iter_time_mean_s"] for w in workers))
-    row["tx_bytes_per_iter"] = float(np.mean([w["tx_bytes_per_iter"] for w in workers]))
-    row["rx_bytes_per_iter"] = float(np.mean([w["rx_bytes_per_iter"] for w in workers]))
+        cores = next((t.cores for t in run.targets if t.name == name), 1.0)
+        job_cores += float(df["compute"][(df.index > u0) & (df.index <= u1)].mean()) / 100.0 * cores
+        sched = tl.meta.get("schedstat") or {}
+        if sched.get("window_ns"):
+            delays.append(100.0 * sched["wait_ns"] / sched["window_ns"])
+    row["tx_bytes_per_iter"] = float(np.mean(per_iter["tx"]))
+    row["rx_bytes_per_iter"] = float(np.mean(per_iter["rx"]))
+    if delays:
+        row["run_delay_pct"] = float(np.mean(delays))
     # How much of the host other processes (and the sampler) used meanwhile: rows measured on a
     # contended host can be told apart and filtered.
-    busy = host_busy_cores(series, series_time(series, union[0]), series_time(series, union[1]))
+    busy = host_busy_cores(series, u0, u1)
     if busy is not None:
         row["host_other_cpu_pct"] = max(0.0, busy - job_cores) / (os.cpu_count() or 1) * 100.0
-
-
-def _num(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return v
-
-
-def series_time(series, t_ns: int) -> float:
-    """A monotonic-clock instant (ns, as the workers log it) on the series' time axis (s)."""
-    return (t_ns - series.start_ns) / 1e9
-
-
-def window_bytes(df, t0: float, t1: float) -> tuple[float, float]:
-    """Bytes sent and received in ``[t0, t1]`` (s), integrating the MB/s rates of ``df``."""
-    import numpy as np
-
-    t = (df["t"] if "t" in df.columns else df.index).to_numpy(dtype=float)
-    if len(t) == 0:
-        return 0.0, 0.0
-    out = []
-    for col in ("tx", "rx"):
-        rate = df[col].to_numpy(dtype=float) * 1e6
-        # rate[i] covers (t[i-1], t[i]]: clip each interval to the window
-        first = max(0.0, 2 * t[0] - t[1]) if len(t) > 1 else 0.0
-        lo = np.concatenate([[first], t[:-1]])
-        overlap = np.clip(np.minimum(t, t1) - np.maximum(lo, t0), 0, None)
-        out.append(float(np.nansum(rate * overlap)))
-    return out[0], out[1]
-

@@ -65,7 +65,8 @@ def load_grid(path: str | os.PathLike) -> dict:
             jobs.append(JobSpec.from_dict(entry))
         except (DripleError, TypeError) as err:
             raise DripleError(f"grid {path}: job {i}: {err}") from err
-    return {"seconds": data.get("seconds"), "setting": data.get("setting"), "warmup": warmup, "jobs": jobs}
+    return {"seconds": data.get("seconds"), "setting": data.get("setting"), "warmup": warmup, "jobs": jobs,
+            "max_seconds": data.get("max_seconds"), "min_iterations": data.get("min_iterations")}
 
 
 def write_grid(path: str | os.PathLike, n: int | None = None, seed: int = 0,
@@ -163,6 +164,9 @@ def run_sweep(
     period_s: float = 0.01,
     max_jobs: int | None = None,
     wait_quiet: float | None = None,
+    max_seconds: float | None = None,
+    min_iterations: int | None = None,
+    allow_other_hardware: bool = False,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
 
@@ -174,7 +178,7 @@ def run_sweep(
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
     ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more.
     """
-    from driple.collect.launcher import run_job
+    from driple.collect.launcher import DEFAULT_MAX_SECONDS, MIN_ITERATIONS, run_job
     from driple.collect.provenance import record
 
     out_dir = Path(out_dir)
@@ -184,6 +188,9 @@ def run_sweep(
         grid = load_grid(grid_path)
     setting = parse_setting(setting or grid.get("setting") or _missing_setting())
     seconds = float(seconds or grid.get("seconds") or 10.0)
+    max_seconds = float(max_seconds or grid.get("max_seconds") or DEFAULT_MAX_SECONDS)
+    min_iterations = int(min_iterations or grid.get("min_iterations") or MIN_ITERATIONS)
+    ResultTable(out_dir).check_hardware(allow=allow_other_hardware)
     from driple.collect.workload import check_models
 
     check_models([spec.model for spec in grid["jobs"]])
@@ -217,7 +224,8 @@ def run_sweep(
             bar.set_postfix_str(f"{spec.model} bs={spec.batch_size}", refresh=True)
             try:
                 result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
-                                 launcher=launcher, period_s=period_s, job_id=jid, record=False)
+                                 launcher=launcher, period_s=period_s, job_id=jid, record=False,
+                                 max_seconds=max_seconds, min_iterations=min_iterations)
             except JobInterrupted as stop:
                 table.append(stop.result.row)
                 counts["failed"] += 1

@@ -1,57 +1,57 @@
-"""The shipped labels are reproducible from the shipped raw series (and a changed one is caught)."""
+"""Labels are reproducible from a job's raw files (and a changed one is caught), for both labellers.
+
+Uses the session's real DDP job (see conftest ``ddp_job``).
+"""
 import csv
 import shutil
-from pathlib import Path
 
 import pytest
 
 from driple.cli import main
-from driple.collect.relabel import check_dataset, relabel_job
-from driple.metrics import METRICS
+from driple.collect.relabel import check_dataset, columns_of, relabel_job
 
-SHIPPED = Path(__file__).resolve().parents[2] / "datasets" / "cpu-ddp-w2-lo"
-
-
-def _first_ok_rows(n):
-    with open(SHIPPED / "results.csv") as f:
-        rows = {r["job_id"]: r for r in csv.DictReader(f)}  # last row per job counts
-    return [r for r in rows.values() if r["status"] == "ok"][:n]
+pytestmark = pytest.mark.slow  # needs the real DDP job of the session
 
 
 @pytest.fixture
-def small_dataset(tmp_path):
-    rows = _first_ok_rows(2)
-    (tmp_path / "raw").mkdir()
-    for r in rows:
-        for ext in ("npz", "json"):
-            shutil.copy(SHIPPED / "raw" / f"{r['job_id']}.{ext}", tmp_path / "raw")
-    with open(tmp_path / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return tmp_path, rows
+def job_copy(ddp_job, tmp_path):
+    out, result = ddp_job
+    shutil.copytree(out, tmp_path / "ds")
+    root = tmp_path / "ds"
+    with open(root / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    return root, rows
 
 
-def test_shipped_labels_are_reproduced_exactly(small_dataset):
-    root, rows = small_dataset
-    for r in rows:
-        again = relabel_job(root, r["job_id"])
-        assert [again[m] for m in METRICS] == [float(r[m]) for m in METRICS]
-    report = check_dataset(root, progress=False)
-    assert report == {"jobs": 2, "identical": 2, "mismatched": [], "errors": {}}
-    assert main(["collect", "relabel", str(root), "--no-progress"]) == 0
+@pytest.mark.parametrize("labeller", ["timeline", "kmeans"])
+def test_labels_are_reproduced_exactly(job_copy, labeller):
+    root, rows = job_copy
+    again = relabel_job(root, rows[0]["job_id"], labeller)
+    columns = columns_of(labeller)
+    assert len(columns) == (13 if labeller == "timeline" else 12)
+    assert [again[m] for m in columns] == [float(rows[0][m]) for m in columns]
+    report = check_dataset(root, progress=False, labeller=labeller)
+    assert report == {"jobs": 1, "identical": 1, "mismatched": [], "errors": {}}
+    assert main(["collect", "relabel", str(root), "--no-progress", "--labeller", labeller]) == 0
 
 
-def test_a_changed_label_or_missing_series_is_reported(small_dataset, capsys):
-    root, rows = small_dataset
+def test_a_changed_label_or_a_damaged_timeline_is_reported(job_copy, capsys):
+    root, rows = job_copy
     rows[0]["tx_burst_amount"] = str(float(rows[0]["tx_burst_amount"]) * 1.01)
     with open(root / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    (root / "raw" / f"{rows[1]['job_id']}.npz").unlink()
     report = check_dataset(root, progress=False)
     assert [m["metric"] for m in report["mismatched"]] == ["tx_burst_amount"]
-    assert list(report["errors"]) == [rows[1]["job_id"]]
     assert main(["collect", "relabel", str(root), "--no-progress"]) == 1
     assert "tx_burst_amount" in capsys.readouterr().out
+    # a truncated timeline file: one line saying so, not a traceback
+    tl = root / "raw" / f"{rows[0]['job_id']}.timeline.npz"
+    tl.write_bytes(tl.read_bytes()[:200])
+    report = check_dataset(root, progress=False)
+    (reason,) = report["errors"].values()
+    assert "is not a readable timeline" in reason and "\n" not in reason
+    tl.unlink()
+    report = check_dataset(root, progress=False)
+    assert "is missing" in report["errors"][rows[0]["job_id"]]

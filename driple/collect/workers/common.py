@@ -9,7 +9,12 @@ directory:
 - ``<name>.iters``: one line per iteration ``index start_ns end_ns`` (``time.monotonic_ns``);
   indexes below ``warmup`` are warm-up,
 - ``<name>.buckets`` (DDP): one line per gradient bucket ``iteration bucket bytes start_ns end_ns``,
+- ``<name>.timeline.npz``: the rank's timeline (:mod:`driple.collect.timeline.recorder`),
 - ``<name>.json``: model facts (parameter count and bytes, family, config).
+
+How many iterations are measured: at least ``min_iterations`` and at least ``seconds`` worth
+(:func:`plan_iterations`); a job that would need more than ``max_seconds`` for its minimum
+fails with :class:`MeasurementCapError`, which the launcher reports as the row's reason.
 """
 from __future__ import annotations
 
@@ -25,6 +30,51 @@ def parse_args(argv=None) -> dict:
     parser.add_argument("--job", required=True, help="job description written by the launcher")
     args = parser.parse_args(argv)
     return json.loads(Path(args.job).read_text())
+
+
+class MeasurementCapError(RuntimeError):
+    """The measurement would take longer than the job's time cap (the row fails with this)."""
+
+
+def plan_iterations(typical_s: float, seconds: float, min_iterations: int, max_seconds: float | None) -> int:
+    """Measured iterations: ``max(min_iterations, seconds / typical)``, within ``max_seconds``.
+
+    ``typical_s`` is the (slowest rank's) typical warm-up iteration time. Raises
+    :class:`MeasurementCapError` when even ``min_iterations`` would exceed ``max_seconds``.
+    """
+    import math
+
+    typical_s = max(float(typical_s), 1e-6)
+    need = max(int(min_iterations), math.ceil(float(seconds) / typical_s))
+    if max_seconds is not None:
+        if min_iterations * typical_s > float(max_seconds):
+            raise MeasurementCapError(
+                f"{min_iterations} iterations of {typical_s:.3g} s need {min_iterations * typical_s:.0f} s, "
+                f"over the job's cap of {float(max_seconds):g} s (raise --max-seconds or shrink the job)")
+        need = min(need, max(int(min_iterations), int(float(max_seconds) / typical_s)))
+    return need
+
+
+def run_and_exit(run, argv=None) -> None:
+    """``run(job)`` then end the process with ``os._exit``: exit status 0 or ``run``'s, 1 with
+    the traceback printed on an exception. Exiting without interpreter finalisation means no
+    library thread (gloo, TensorPipe) can be caught needing the GIL while Python shuts down."""
+    import sys
+    import traceback
+
+    code = 1
+    try:
+        code = int(run(parse_args(argv)) or 0)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - print it the way Python would, then exit non-zero
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def env_contract() -> tuple[int, int, int]:
@@ -56,18 +106,20 @@ def announce(workdir: Path, name: str) -> None:
 
 
 class IterationLog:
-    """Per-iteration timestamps (monotonic ns) written and flushed as they happen."""
+    """Per-iteration timestamps (monotonic ns) written and flushed as they happen: what a
+    crashed rank leaves behind (its timeline file is written only at the end)."""
 
     def __init__(self, path: Path):
         self._f = open(path, "w", buffering=1)
         self.count = 0
         self._start = None
 
-    def start(self) -> None:
-        self._start = time.monotonic_ns()
+    def start(self, t: int | None = None) -> None:
+        self._start = time.monotonic_ns() if t is None else t
 
-    def end(self) -> int:
-        end = time.monotonic_ns()
+    def end(self, t: int | None = None) -> int:
+        """Log the iteration ending at ``t`` (now); returns its length (ns)."""
+        end = time.monotonic_ns() if t is None else t
         self._f.write(f"{self.count} {self._start} {end}\n")
         self.count += 1
         return end - self._start

@@ -12,9 +12,17 @@ gradients, pushes each shard's gradients to its server and gets the shard's para
 workers, steps its optimizer once and answers them all; an asynchronous server steps on
 every push and answers at once. A worker that finishes tells the servers, so synchronous
 servers stop waiting for it (workers may run different numbers of iterations).
+
+Timeline (:mod:`driple.collect.timeline.recorder`): a worker computes from the start of an
+iteration until its gradients are ready, waits while its push-pulls are in flight, and computes
+again while it copies the answers in; each push-pull is logged with its bytes. A server logs,
+per push, when it had the push in hand and when it answered (so the labeller can split a
+push-pull into the worker's send and its receive), and times each optimizer step as compute.
+Servers count *rounds* (one per release) where workers count iterations.
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -26,7 +34,8 @@ from driple.collect.workers.common import (
     announce,
     device_for,
     env_contract,
-    parse_args,
+    plan_iterations,
+    run_and_exit,
     single_thread,
     sync,
     write_info,
@@ -39,9 +48,12 @@ _SERVER = None  # this process's shard when it is a server
 class ShardServer:
     """One server's parameters and optimizer; answers push-pull RPCs."""
 
-    def __init__(self, params, optimizer, workers: int, synchronous: bool):
+    def __init__(self, params, optimizer, workers: int, synchronous: bool, recorder=None):
         import torch
 
+        self.recorder = recorder
+        self.waiting: list[tuple[int, int, int]] = []  # (worker, seq, entry ns) of this round
+        self.last_release = time.monotonic_ns()
         self.params = params
         self.optimizer = optimizer
         self.active = workers
@@ -56,15 +68,26 @@ class ShardServer:
         return [p.detach().clone() for p in self.params]
 
     def _apply(self, grads) -> None:
+        start = time.monotonic_ns()
         for p, g in zip(self.params, grads):
             p.grad = g
         self.optimizer.step()
         self.steps += 1
+        end = time.monotonic_ns()
+        if self.recorder is not None:  # one round per step: [previous release, this one)
+            self.recorder.set_iteration_bounds(self.last_release, end)
+            self.recorder.add_compute(start, end)
+            for worker, seq, entry in self.waiting:
+                self.recorder.add_serve(worker, seq, entry, end)
+        self.waiting = []
+        self.last_release = end
 
-    def push_pull(self, grads):
+    def push_pull(self, grads, worker: int = -1, seq: int = -1):
         import torch
 
+        entry = time.monotonic_ns()
         with self.lock:
+            self.waiting.append((worker, seq, entry))
             if not self.synchronous:
                 self._apply(grads)
                 fut = torch.futures.Future()
@@ -96,9 +119,10 @@ class ShardServer:
 
 
 @rpc.functions.async_execution
-def _push_pull(grads):
-    """RPC target on a server: push this worker's gradients, get the shard's parameters (a future)."""
-    return _SERVER.push_pull(grads)
+def _push_pull(grads, worker: int = -1, seq: int = -1):
+    """RPC target on a server: push this worker's gradients (its push number ``seq``), get the
+    shard's parameters (a future)."""
+    return _SERVER.push_pull(grads, worker, seq)
 
 
 def _leave():
@@ -106,9 +130,8 @@ def _leave():
     _SERVER.leave()
 
 
-def main(argv=None) -> int:
+def run(job: dict) -> int:
     global _SERVER
-    job = parse_args(argv)
     rank, world, local_rank = env_contract()
     servers = int(job["setting"]["servers"])
     is_server = rank < servers
@@ -119,6 +142,8 @@ def main(argv=None) -> int:
 
     import torch
 
+    from driple.collect.timeline.record import COMM_KINDS
+    from driple.collect.timeline.recorder import TimelineRecorder
     from driple.collect.workload import load_workload, make_optimizer
 
     spec = job["spec"]
@@ -128,12 +153,15 @@ def main(argv=None) -> int:
     workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
     params = [p for p in workload.model.parameters() if p.requires_grad]
     owner = ps_shards([p.numel() * p.element_size() for p in params], servers)  # as the graph
+    recorder = TimelineRecorder(name, spec["warmup"], role="server" if is_server else "worker",
+                                device="gpu" if device.type == "cuda" else "cpu", rank=rank)
 
     if is_server:
         mine = [p.detach().clone().requires_grad_(True) for p, o in zip(params, owner) if o == rank]
         _SERVER = ShardServer(
             mine, make_optimizer(spec["optimizer"], mine, lr=spec["lr"]),
             workers=world - servers, synchronous=bool(job["setting"]["synchronous"]),
+            recorder=recorder,
         )
     options = rpc.TensorPipeRpcBackendOptions(
         num_worker_threads=8,
@@ -144,48 +172,64 @@ def main(argv=None) -> int:
     rpc.init_rpc(name, rank=rank, world_size=world, rpc_backend_options=options)
     if is_server:
         rpc.shutdown()  # serves until every worker has shut down
+        recorder.save(workdir)
         return 0
 
     model = workload.model.to(device)
+    recorder.watch(model.parameters())
     gen = torch.Generator().manual_seed(spec["seed"] + rank)
     inputs, targets = workload.make_batch(spec["batch_size"], generator=gen, device=device)
     write_info(workdir, name, workload, model, inputs)
     shards = [[i for i, o in enumerate(owner) if o == s] for s in range(servers)]
+    shard_bytes = [sum(params[i].numel() * params[i].element_size() for i in idx) for idx in shards]
+    windex = rank - servers
     log = IterationLog(workdir / f"{name}.iters")
 
     def step() -> int:
-        log.start()
+        start = recorder.begin_iteration()
+        log.start(start)
         for p in params:
             p.grad = None
         loss = workload.loss_fn(model(inputs), targets)
         loss.backward()
         sync(device)
-        futs = [
-            rpc.rpc_async(f"server{s}", _push_pull, args=([params[i].grad.cpu() for i in idx],))
-            for s, idx in enumerate(shards) if idx
-        ]
+        sent = time.monotonic_ns()
+        recorder.compute_off(sent)  # waits while the push-pulls are in flight
+        seq = recorder.iteration
+        calls = [(s, idx, rpc.rpc_async(f"server{s}", _push_pull,
+                                         args=([params[i].grad.cpu() for i in idx], windex, seq)))
+                 for s, idx in enumerate(shards) if idx]
+        torch.futures.wait_all([fut for _, _, fut in calls])
+        done = time.monotonic_ns()
+        recorder.compute_on(done)
+        for s, _, _ in calls:
+            recorder.add_comm(COMM_KINDS["pushpull"], sent, done, shard_bytes[s], shard_bytes[s], peer=s)
         with torch.no_grad():
-            for idx, fut in zip([i for i in shards if i], futs):
+            for _, idx, fut in calls:
                 for i, value in zip(idx, fut.wait()):
                     params[i].copy_(value)
         sync(device)
-        return log.end()
+        return log.end(recorder.end_iteration())
 
-    for _ in range(spec["warmup"]):
+    warm = [step() for _ in range(spec["warmup"])]
+    iterations = spec["iterations"]
+    if iterations is None:
+        typical = statistics.median(warm[len(warm) // 2:])
+        iterations = plan_iterations(typical / 1e9, float(job["seconds"]),
+                                     int(job.get("min_iterations", 1)), job.get("max_seconds"))
+    for _ in range(iterations):
         step()
-    if spec["iterations"] is not None:
-        for _ in range(spec["iterations"]):
-            step()
-    else:
-        deadline = time.monotonic_ns() + int(float(job["seconds"]) * 1e9)
-        while time.monotonic_ns() < deadline:
-            step()
     log.close()
+    recorder.save(workdir)
     for s in range(servers):
         rpc.rpc_sync(f"server{s}", _leave)
     rpc.shutdown()
     return 0
 
 
+def main(argv=None) -> None:
+    run_and_exit(run, argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
