@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Optional
 
 from driple.errors import DripleError
+from driple.shipped import REGISTRY_FILE, REGISTRY_FORMAT
 
-REGISTRY_FORMAT = "driple-registry"
 REGISTRY_VERSION = 1
-REGISTRY_FILE = "registry.json"
 
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "trained_models"  # in a built wheel
@@ -64,18 +63,6 @@ def no_inspector_message(root: Optional[Path] = None) -> str:
             f"{', '.join(str(d) for d in looked)}); install driple from a wheel or sdist that "
             "holds its inspectors, point DRIPLE_MODELS at a directory holding a registry, or "
             "train one with `driple train` and load it by path")
-
-
-def is_shipped(path: str | os.PathLike) -> bool:
-    """True when ``path`` lies inside a registry directory of :func:`search_dirs` or the
-    repository's ``trained_models/``: files there are shipped and never written by default."""
-    target = Path(path).expanduser().resolve()
-    for d in {*search_dirs(), CHECKOUT_DIR, PACKAGE_DIR}:
-        if (d / REGISTRY_FILE).is_file():
-            root = d.resolve()
-            if target == root or root in target.parents:
-                return True
-    return False
 
 
 def sha256(path: str | os.PathLike) -> str:
