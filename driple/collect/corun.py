@@ -58,6 +58,7 @@ from pathlib import Path
 
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
 from driple.collect.results import ResultTable, _cell, _fsync_dir
+from driple.collect.workers.common import parent_death_hook
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.settings import Setting, parse_setting
@@ -401,9 +402,13 @@ def _launch(child: _Child, setting: Setting, seconds: float, out_dir: Path, time
     log = open(child.log, "wb")
     try:  # same process group: a Ctrl-C in the terminal reaches the collectors too
         child.proc = subprocess.Popen(_child_command(child.config), stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT)
+                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=_STOP_WITH_US)
     finally:
         log.close()
+
+
+# a collector whose co-run is killed outright stops its job and cleans up (SIGTERM)
+_STOP_WITH_US = parent_death_hook(signal.SIGTERM)
 
 
 def _child_failed(child: _Child) -> str:
