@@ -59,6 +59,7 @@ from pathlib import Path
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
 from driple.collect.results import ResultTable, _cell, _fsync_dir
 from driple.collect.workers.common import parent_death_hook
+from driple.csvtable import read_csv
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.settings import Setting, parse_setting
@@ -222,7 +223,7 @@ class CoRunTable(ResultTable):
 
         if not self.path.exists():
             return pd.DataFrame(columns=list(CORUN_COLUMNS))
-        df = pd.read_csv(self.path)
+        df = read_csv(self.path)
         if not history and len(df):
             df = df.drop_duplicates("corun_id", keep="last").reset_index(drop=True)
         return df
