@@ -58,8 +58,8 @@ cleaned up and the co-run is recorded as failed. In an emulated setting each job
 emulated cluster (the jobs share the host, not a link).
 
 examples:
-  driple collect corun resnet,depth=20,bs=32 mlp,bs=256 --seconds 6 --out datasets/corun-cpu-ddp-w2-lo
-  driple collect corun --grid pairs.yaml --out datasets/corun-cpu-ddp-w2-lo
+  driple collect corun resnet,depth=20,bs=32 mlp,bs=256 --seconds 6 --out my-coruns
+  driple collect corun --grid pairs.yaml --out my-coruns
 """
 
 
@@ -112,7 +112,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                           description=_SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sweep.add_argument("--setting", default=None, help="setting id (default: the grid's 'setting:')")
     sweep.add_argument("--grid", required=True, help="grid YAML (from `driple collect grid`)")
-    sweep.add_argument("--out", required=True, help="dataset directory, e.g. datasets/cpu-ddp-w2-lo/")
+    sweep.add_argument("--out", required=True, help="dataset directory, e.g. my-datasets/cpu-ddp-w2-lo/ (the "
+                       "shipped datasets/ are refused without --overwrite-shipped)")
     sweep.add_argument("--seconds", type=float, default=None, help="measurement per job, s (default: the grid's, else 10)")
     sweep.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
     sweep.add_argument("--retry-failed", action="store_true", help="also re-run jobs that crashed or hung before")

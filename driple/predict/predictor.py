@@ -143,7 +143,7 @@ class Predictor:
         graphs = list(graphs)
         if not graphs:
             return []
-        from driple.predict.bounds import bound, caps
+        from driple.predict.bounds import bound, caps, floors
 
         ts = self.inspector.target_scaler
         values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
@@ -153,6 +153,10 @@ class Predictor:
             lows, highs = self.intervals.interval(values)
             for m, cap in caps(self.setting, ts.high_).items():
                 highs[:, METRICS.index(m)] = np.minimum(highs[:, METRICS.index(m)], cap)
+            for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
+                j = METRICS.index(m)
+                lows[:, j] = np.maximum(lows[:, j], floor)
+                highs[:, j] = np.maximum(highs[:, j], lows[:, j])
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
         out = []
