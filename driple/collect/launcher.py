@@ -340,7 +340,10 @@ class _Run:
                 pass
 
 
-_DIE_WITH_US = parent_death_hook(signal.SIGKILL)  # ranks and torchrun die with this process
+# Ranks (and a torchrun agent) die with this process: the kernel's parent-death signal fires
+# when the *thread* that started them exits, and that thread is the one running run_job, which
+# outlives its ranks.
+_DIE_WITH_US = parent_death_hook(signal.SIGKILL)
 
 
 def stale_ranks() -> list[int]:
