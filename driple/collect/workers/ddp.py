@@ -21,6 +21,7 @@ from driple.collect.workers.common import (
     IterationLog,
     announce,
     device_for,
+    die_with_parent,
     env_contract,
     parse_args,
     single_thread,
@@ -65,6 +66,7 @@ def logged_allreduce_hook(state: BucketRecorder, bucket):
 
 
 def main(argv=None) -> int:
+    die_with_parent()  # no rank outlives its collector
     job = parse_args(argv)
     rank, world, local_rank = env_contract()
     name = f"worker{rank}"

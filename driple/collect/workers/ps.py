@@ -25,6 +25,7 @@ from driple.collect.workers.common import (
     IterationLog,
     announce,
     device_for,
+    die_with_parent,
     env_contract,
     parse_args,
     single_thread,
@@ -108,6 +109,7 @@ def _leave():
 
 def main(argv=None) -> int:
     global _SERVER
+    die_with_parent()  # no rank outlives its collector
     job = parse_args(argv)
     rank, world, local_rank = env_contract()
     servers = int(job["setting"]["servers"])
