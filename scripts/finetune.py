@@ -1,7 +1,7 @@
 """Transfer an inspector to another setting with a fraction of its data (same as ``driple finetune``).
 
-    python scripts/finetune.py --from trained_models/S --dataset datasets/T --fraction 0.4
-    python scripts/finetune.py --from trained_models/S --dataset datasets/T --scheme mlp --out trained_models/T-ft
+    python scripts/finetune.py --from trained_models/S --dataset datasets/T --fraction 0.4 --out my-models/T
+    python scripts/finetune.py --from trained_models/S --dataset datasets/T --scheme mlp --out my-models/T-ft
 
 Schemes: paper (second half of the repeated GCN layer + MLP), mlp (MLP only), scratch.
 """

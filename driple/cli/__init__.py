@@ -47,14 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status (0 ok, 2 user error, 130 Ctrl-C)."""
+    """Entry point of the console script; returns the exit status (0 ok, 2 user error, 130
+    Ctrl-C, 143 SIGTERM: see :mod:`driple.interrupts`)."""
+    from driple import interrupts
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    interrupts.reset()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        return interrupts.exit_status() if code == 130 else code
     except DripleError as err:
         print(f"driple: error: {err}", file=sys.stderr)
         return 2
@@ -63,4 +68,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("driple: interrupted", file=sys.stderr)
-        return 130
+        return interrupts.exit_status()

@@ -6,8 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from driple.cli.options import parse_knobs
+from driple.cli.options import CONTENDED_PCT, parse_knobs
 from driple.errors import DripleError
+from driple.shipped import refuse_shipped
 
 _RUN_HELP = """\
 Launch MODEL for real as a distributed training job in SETTING (e.g. cpu-ddp-w2-lo: 2 DDP
@@ -57,9 +58,17 @@ cleaned up and the co-run is recorded as failed. In an emulated setting each job
 emulated cluster (the jobs share the host, not a link).
 
 examples:
-  driple collect corun resnet,depth=20,bs=32 mlp,bs=256 --seconds 6 --out datasets/corun-cpu-ddp-w2-lo
-  driple collect corun --grid pairs.yaml --out datasets/corun-cpu-ddp-w2-lo
+  driple collect corun resnet,depth=20,bs=32 mlp,bs=256 --seconds 6 --out my-coruns
+  driple collect corun --grid pairs.yaml --out my-coruns
 """
+
+
+def _overwrite_arg(p: argparse.ArgumentParser) -> None:
+    from driple.shipped import OVERWRITE_FLAG
+
+    p.add_argument(OVERWRITE_FLAG, action="store_true",
+                   help="allow --out inside the shipped datasets (datasets/ of a driple checkout) "
+                   "or inspectors; refused otherwise")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -106,13 +115,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
     run.add_argument("--out", default=None, help="dataset directory for the row and raw series (default runs/<setting>)")
     run.add_argument("--json", action="store_true", help="print the row as JSON")
+    _overwrite_arg(run)
     run.set_defaults(func=cmd_run)
 
     sweep = cs.add_parser("sweep", help="run a grid of jobs into a dataset, resumable",
                           description=_SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sweep.add_argument("--setting", default=None, help="setting id (default: the grid's 'setting:')")
     sweep.add_argument("--grid", required=True, help="grid YAML (from `driple collect grid`)")
-    sweep.add_argument("--out", required=True, help="dataset directory, e.g. datasets/cpu-ddp-w2-lo/")
+    sweep.add_argument("--out", required=True, help="dataset directory, e.g. my-datasets/cpu-ddp-w2-lo/ (the "
+                       "shipped datasets/ are refused without --overwrite-shipped)")
     sweep.add_argument("--seconds", type=float, default=None, help="measurement per job, s (default: the grid's, else 10)")
     sweep.add_argument("--timeout", type=float, default=None,
                        help="per-job timeout, s (default 90 + 2 x max(seconds, max-seconds))")
@@ -133,6 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="run at most N of the pending jobs (grid order), leave the rest for later")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _overwrite_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
 
     grid = cs.add_parser("grid", help="write a grid of jobs from the zoo's sweep configurations",
@@ -143,6 +155,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     grid.add_argument("--seed", type=int, default=0, help="seed of the configuration draw (default 0)")
     grid.add_argument("--seconds", type=float, default=None, help="measurement per job to store in the grid, s")
     grid.add_argument("--warmup", type=int, default=None, help="warm-up iterations to store in the grid")
+    _overwrite_arg(grid)
     grid.set_defaults(func=cmd_grid)
 
     plot = cs.add_parser("plot", help="draw a job's 4 time series with its burst/idle shading",
@@ -174,6 +187,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     corun.add_argument("--min-overlap", type=float, default=None, metavar="S",
                        help="a co-run whose jobs were measured together for less than S s is failed (default 1)")
     corun.add_argument("--json", action="store_true", help="print each co-run row as JSON")
+    _overwrite_arg(corun)
     corun.set_defaults(func=cmd_corun)
 
     clean = cs.add_parser("cleanup", help="remove network namespaces/links left by a crashed run (root)",
@@ -211,6 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     check_models([spec.model])
     out = Path(args.out) if args.out else Path("runs") / setting.id
+    refuse_shipped(out, args.overwrite_shipped)
     table = ResultTable(out)
     table.check_hardware(allow=args.allow_other_hardware)
     record(out, setting=setting.id)
@@ -239,7 +254,10 @@ def format_row(row: dict, out: Path) -> str:
     """The 12 metrics with units, then the job's figures, as a small aligned table."""
     from driple.metrics import METRICS, unit
 
-    lines = [f"job {row['job_id']}  setting {row['setting']}  status {row['status']}"]
+    other = row.get("host_other_cpu_pct")
+    contended = isinstance(other, (int, float)) and other > CONTENDED_PCT  # NaN: not measured
+    lines = [f"job {row['job_id']}  setting {row['setting']}  status {row['status']}"
+             + (" (contended)" if contended and row["status"] == "ok" else "")]
     if row["status"] != "ok":
         lines.append(f"  reason: {row['reason']}")
     else:
@@ -256,6 +274,11 @@ def format_row(row: dict, out: Path) -> str:
         ]
         for name, value, u in extra:
             lines.append(f"  {name:<24}{value:>12.4g}  {u}")
+        if isinstance(other, (int, float)) and other == other:
+            lines.append(f"  {'other processes':<24}{other:>12.4g}  % of host CPU while it ran")
+            if contended:
+                lines.append(f"  contended: other processes used more than {CONTENDED_PCT:g} % of the "
+                             "host; training leaves this row out (a sweep re-runs it with --retry-contended)")
     lines.append(f"  wall time {row['duration_s']:.1f} s; raw series: {out / row['raw_path'] if row['raw_path'] else 'none'}")
     return "\n".join(lines)
 
@@ -263,6 +286,7 @@ def format_row(row: dict, out: Path) -> str:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from driple.collect.sweep import run_sweep
 
+    refuse_shipped(args.out, args.overwrite_shipped)
     try:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
                            retry_failed=args.retry_failed,
@@ -286,6 +310,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_grid(args: argparse.Namespace) -> int:
     from driple.collect.sweep import load_grid, write_grid
 
+    refuse_shipped(args.out, args.overwrite_shipped)
     path = write_grid(args.out, n=args.n, seed=args.seed, seconds=args.seconds, warmup=args.warmup)
     print(f"wrote {len(load_grid(path)['jobs'])} jobs to {path}")
     return 0
@@ -340,6 +365,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
 
     check_models([s.model for group in grid["coruns"] for s in group])
     out = Path(args.out) if args.out else Path("runs") / f"corun-{setting.id}"
+    refuse_shipped(out, args.overwrite_shipped)
     record(out, setting=setting.id, seconds=seconds, coruns=len(grid["coruns"]))
 
     def show(result):

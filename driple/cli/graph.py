@@ -6,6 +6,7 @@ import json
 import sys
 
 from driple.cli.options import parse_knobs
+from driple.errors import DripleError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,6 +71,10 @@ def run_graph(args: argparse.Namespace) -> int:
 
     from driple.graph.build import build_zoo_input
 
+    if args.workers < 1:
+        raise DripleError(f"--workers {args.workers}: a job has at least one worker")
+    if args.strategy == "ps" and args.servers < 1:
+        raise DripleError(f"--servers {args.servers}: a parameter-server job has at least one server")
     torch.set_num_threads(1)
     strategy = "none" if args.strategy == "none" else args.strategy
     data = build_zoo_input(

@@ -9,6 +9,7 @@ import json
 import os.path as osp
 import sys
 
+from driple.cli.options import CONTENDED_PCT
 from driple.errors import DripleError
 
 
@@ -19,7 +20,7 @@ def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--build-workers", type=int, default=1, metavar="N",
                    help="processes that build missing graphs in parallel (default 1)")
-    p.add_argument("--max-contention", type=float, default=10.0, metavar="PCT",
+    p.add_argument("--max-contention", type=float, default=CONTENDED_PCT, metavar="PCT",
                    help="leave out jobs measured while other processes used more than PCT %% of "
                    "the host CPU (column host_other_cpu_pct; default 10; -1 keeps all)")
     p.add_argument("--threads", type=int, default=1,
@@ -28,9 +29,9 @@ def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, default=300, help="upper bound on epochs (default 300)")
-    p.add_argument("--patience", type=int, default=30,
-                   help="stop after this many epochs without a better validation loss (default 30)")
+    p.add_argument("--epochs", type=int, default=150, help="upper bound on epochs (default 150)")
+    p.add_argument("--patience", type=int, default=20,
+                   help="stop after this many epochs without a better validation loss (default 20)")
     p.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--weight-decay", type=float, default=1e-6, help="Adam weight decay (default 1e-6)")
@@ -40,14 +41,28 @@ def _training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and shuffling")
 
 
+def _overwrite_arg(p: argparse.ArgumentParser) -> None:
+    from driple.shipped import OVERWRITE_FLAG
+
+    p.add_argument(OVERWRITE_FLAG, action="store_true",
+                   help="allow --out inside the shipped inspectors (trained_models/, a registry "
+                   "directory) or the shipped datasets; refused otherwise")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser(
         "train", help="train an inspector on a measured dataset",
         description="Train an inspector (GCN + repeated GCN/GRU + Set2Set + MLP) on the jobs of one "
-        "collector dataset and save it with its scalers, split and test scores.")
+        "collector dataset and save it with its scalers, split and test scores. The defaults are "
+        "those of the shipped source inspector (its MODEL_CARD.md): K=10, 150 epochs, patience "
+        "20, graph-level inputs.",
+        epilog="example:\n  driple train --dataset datasets/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     _dataset_args(train)
     train.add_argument("--out", required=True, metavar="DIR",
-                       help="directory for the checkpoint (inspector.pt and scores.json)")
+                       help="directory for the checkpoint (inspector.pt and scores.json); a new "
+                       "one, not a shipped inspector's")
+    _overwrite_arg(train)
     train.add_argument("--split", default="random", choices=["random", "family"],
                        help="random 60/20/20, or hold out every job of --family (default random)")
     train.add_argument("--family", help="model family to hold out with --split family")
@@ -57,12 +72,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--features", default="driple", choices=["driple", "rich"],
                        help="per-group feature set (default driple: op frequency, tensor MB, ops)")
     train.add_argument("--hidden", type=int, default=64, help="hidden channels (default 64)")
-    train.add_argument("--repeats", type=int, default=None,
-                       help="repetitions K of the shared GCN layer (default groups/2)")
+    train.add_argument("--repeats", type=int, default=10,
+                       help="repetitions K of the shared GCN layer (default 10, see the design study)")
     train.add_argument("--dropout", type=float, default=0.0, help="dropout in the MLP head (default 0)")
-    train.add_argument("--graph-attr", action="store_true",
+    train.add_argument("--graph-attr", action=argparse.BooleanOptionalAction, default=True,
                        help="also feed graph-level attributes (params, GFLOPs, activation MB, comm "
-                       "MB, batch size, ops; log-scaled) to the MLP head (not in the paper)")
+                       "MB, batch size, ops; log-scaled) to the MLP head (not in the paper; the "
+                       "shipped source inspector has them)")
     _training_args(train)
     train.set_defaults(func=run_train)
 
@@ -92,7 +108,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ft.add_argument("--from", dest="source", required=True, metavar="DIR",
                     help="trained model directory or .pt file of the source setting")
     _dataset_args(ft)
-    ft.add_argument("--out", metavar="DIR", help="directory for the fine-tuned checkpoint")
+    ft.add_argument("--out", metavar="DIR", required=True,
+                    help="directory for the fine-tuned checkpoint (a new one, not a shipped inspector's)")
+    _overwrite_arg(ft)
     ft.add_argument("--fraction", type=float, default=0.4,
                     help="share of the target's training jobs to use, in (0, 1] (default 0.4)")
     ft.add_argument("--scheme", default="paper", choices=["paper", "mlp", "scratch"],
@@ -139,16 +157,19 @@ def _print_scores(title: str, table: dict, out=None) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from driple.inspector.splits import make_split
     from driple.inspector.train import TrainOptions, train_inspector
+    from driple.shipped import refuse_shipped
 
+    refuse_shipped(args.out, args.overwrite_shipped)
     dataset = _load_dataset(args, args.groups, args.grouping, args.features)
     split = make_split(dataset, args.split, seed=args.seed, family=args.family)
     options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            patience=args.patience, batch_size=args.batch_size,
                            target_scaling=args.target_scaling, seed=args.seed)
-    repeats = args.repeats if args.repeats is not None else max(1, args.groups // 2)
+    if args.repeats < 1:
+        raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
     print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, test {len(split.test)} jobs",
           file=sys.stderr)
-    predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=repeats,
+    predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=args.repeats,
                                 dropout=args.dropout, graph_attr=args.graph_attr, options=options,
                                 progress=not args.quiet)
     path = predictor.save(args.out)
@@ -198,7 +219,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     from driple.inspector.predictor import load_inspector
     from driple.inspector.train import TrainOptions
     from driple.inspector.transfer import finetune
+    from driple.shipped import refuse_shipped
 
+    refuse_shipped(args.out, args.overwrite_shipped)
     source = load_inspector(args.source)
     builder = source.info.get("builder", {})
     dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
@@ -209,16 +232,15 @@ def run_finetune(args: argparse.Namespace) -> int:
     options = TrainOptions(**{**known, **overrides})
     predictor = finetune(source, dataset, fraction=args.fraction, scheme=args.scheme,
                          options=options, progress=not args.quiet)
-    if args.out:
-        predictor.save(args.out)
+    path = predictor.save(args.out)
     t = predictor.info["transfer"]
     if args.json:
-        json.dump({"transfer": t, "scores": predictor.info["scores"]}, sys.stdout, indent=2)
+        json.dump({"transfer": t, "scores": predictor.info["scores"], "saved": path}, sys.stdout, indent=2)
         print()
         return 0
     print(f"fine-tuned {t['from_setting']} -> {predictor.setting} ({t['scheme']}, "
           f"{t['n_train']} training jobs = {t['fraction']:.0%}, {t['trainable_parameters']} "
-          f"trainable parameters) in {t['seconds']:.1f} s" + (f"; saved {args.out}" if args.out else ""))
+          f"trainable parameters) in {t['seconds']:.1f} s; saved {path}")
     if "test" in predictor.info["scores"]:
         _print_scores("target test jobs:", predictor.info["scores"]["test"])
     return 0

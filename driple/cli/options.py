@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from driple.errors import DripleError
 
+# a measurement during which other processes used more than this % of the host CPU is
+# "contended": training leaves it out (--max-contention) and `collect run` says so
+CONTENDED_PCT = 10.0
+
 
 def parse_knobs(pairs: list[str] | None) -> dict:
     """``["depth=50", "dropout=0.1"]`` -> ``{"depth": 50, "dropout": 0.1}`` (YAML scalars)."""

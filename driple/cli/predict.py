@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("model", help=_MODEL_HELP)
     pr.add_argument("--setting", default=None,
                     help="setting id of a shipped inspector (see `driple settings`; default: the "
-                    "registry's default) or a path to a checkpoint")
+                    "registry's default) or a path to a checkpoint (a setting id wins over a local "
+                    "folder of the same name: write ./NAME for the folder)")
     pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
     pr.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"], help="default sgd")
     pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
@@ -39,9 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     st = sub.add_parser(
         "settings", help="list the shipped inspectors",
-        description="List the inspectors shipped in trained_models/ (or $DRIPLE_MODELS): the "
-        "setting each predicts for, what it was measured on, how it was trained and its error "
-        "on held-out jobs.")
+        description="List the shipped inspectors: the setting each predicts for, what it was "
+        "measured on, how it was trained and its error on held-out jobs. The registry is looked "
+        "for in $DRIPLE_MODELS when set, else in the installed package, the repository's "
+        "trained_models/, then ~/.local/share/driple/models; none found is an error (exit 2).")
     st.add_argument("--json", action="store_true", help="print the registry entries as JSON")
     st.set_defaults(func=run_settings)
 
@@ -147,15 +149,14 @@ def format_profile(profile, predictor) -> str:
 
 # ---------------------------------------------------------------------- settings
 def run_settings(args: argparse.Namespace) -> int:
-    from driple.predict.registry import list_settings, models_dir
+    from driple.predict.registry import list_settings, models_dir, no_inspector_message
 
     entries = list_settings()
+    if not entries:
+        raise DripleError(no_inspector_message())
     if args.json:
         json.dump(entries, sys.stdout, indent=2)
         print()
-        return 0
-    if not entries:
-        print(f"no shipped inspector in {models_dir()}")
         return 0
     for e in entries:
         star = " (default)" if e["default"] else ""

@@ -58,6 +58,8 @@ from pathlib import Path
 
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
 from driple.collect.results import ResultTable, _cell, _fsync_dir
+from driple.collect.workers.common import parent_death_hook
+from driple.csvtable import read_csv
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.settings import Setting, parse_setting
@@ -221,7 +223,7 @@ class CoRunTable(ResultTable):
 
         if not self.path.exists():
             return pd.DataFrame(columns=list(CORUN_COLUMNS))
-        df = pd.read_csv(self.path)
+        df = read_csv(self.path)
         if not history and len(df):
             df = df.drop_duplicates("corun_id", keep="last").reset_index(drop=True)
         return df
@@ -401,9 +403,13 @@ def _launch(child: _Child, setting: Setting, seconds: float, out_dir: Path, time
     log = open(child.log, "wb")
     try:  # same process group: a Ctrl-C in the terminal reaches the collectors too
         child.proc = subprocess.Popen(_child_command(child.config), stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT)
+                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=_STOP_WITH_US)
     finally:
         log.close()
+
+
+# a collector whose co-run is killed outright stops its job and cleans up (SIGTERM)
+_STOP_WITH_US = parent_death_hook(signal.SIGTERM)
 
 
 def _child_failed(child: _Child) -> str:

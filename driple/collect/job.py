@@ -75,7 +75,8 @@ class JobSpec:
 
 
 def job_id(spec: JobSpec, setting_id: str, seconds: float) -> str:
-    """Stable, readable id of a job: ``<model>-bs<batch>-<hash of everything>``.
+    """Stable, readable id of a job: ``<model>-bs<batch>-<hash of everything>`` (``bsdefault``
+    when the model's default batch size is used).
 
     The same spec in the same setting measured for the same time always gets the same id.
     """
@@ -86,7 +87,7 @@ def job_id(spec: JobSpec, setting_id: str, seconds: float) -> str:
     )
     digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     stem = re.sub(r"[^A-Za-z0-9_.]+", "_", spec.model.rsplit(":", 1)[-1])[:32]
-    bs = spec.batch_size if spec.batch_size is not None else "d"
+    bs = spec.batch_size if spec.batch_size is not None else "default"  # the model's own
     return f"{stem}-bs{bs}-{digest}"
 
 

@@ -11,7 +11,11 @@ measurement window (after warm-up, taken from its iteration log) and the row is 
 
 Whatever happens — a rank crashes, the job hangs past ``timeout``, Ctrl-C or SIGTERM — every
 process group started here is killed, the sampler stopped and the namespaces removed before
-:func:`run_job` returns (or raises :class:`~driple.collect.job.JobInterrupted`).
+:func:`run_job` returns (or raises :class:`~driple.collect.job.JobInterrupted`). If the
+collector itself is killed outright (SIGKILL), the kernel kills its ranks with it (parent-death
+signal, :func:`~driple.collect.workers.common.die_with_parent`); a job never starts while
+ranks of a dead collector still run (:func:`stale_ranks`), and namespaces of a dead collector
+are removed first.
 """
 from __future__ import annotations
 
@@ -30,7 +34,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as make_job_id
+from driple.collect.workers.common import DRIVER_ENV, PARENT_ENV, parent_death_hook
 from driple.errors import DripleError
+from driple.interrupts import note as note_signal
 from driple.settings import Setting, parse_setting
 
 LAUNCHERS = ("env", "torchrun")
@@ -101,6 +107,7 @@ def run_job(
         from driple.collect.netns import require_root
 
         require_root()
+    _refuse_stale_ranks()
     timeout = float(timeout) if timeout else default_timeout(seconds, max_seconds)
     out_dir = Path(out_dir)
     raw_dir = out_dir / "raw"
@@ -211,6 +218,7 @@ class _Run:
             "PYTHONUNBUFFERED": "1",
             "PYTHONWARNINGS": "ignore::UserWarning",
             "WORLD_SIZE": str(len(self.names)),
+            DRIVER_ENV: str(os.getpid()),
         })
         if self.setting.device == "gpu":
             env.setdefault("NCCL_P2P_DISABLE", "1")  # one host: force NCCL through sockets
@@ -229,7 +237,8 @@ class _Run:
         for rank, name in enumerate(self.names):
             env = dict(base, MASTER_ADDR=master, MASTER_PORT=str(port), RANK=str(rank),
                        LOCAL_RANK=str(0 if hosts[rank] else rank),
-                       LOCAL_WORLD_SIZE=str(1 if hosts[rank] else len(self.names)))
+                       LOCAL_WORLD_SIZE=str(1 if hosts[rank] else len(self.names)),
+                       **{PARENT_ENV: str(os.getpid())})  # `ip netns exec` execs: same parent
             cmd = [sys.executable, "-m", self._module(), "--job", str(self.work / "job.json")]
             if hosts[rank] is not None:
                 env.update(hosts[rank].env())
@@ -250,7 +259,8 @@ class _Run:
         log = open(self.work / f"{name}.log", "wb")
         try:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_DIE_WITH_US)
         finally:
             log.close()
         self.procs.append((name, proc))
@@ -346,6 +356,60 @@ class _Run:
                     os.kill(pid, signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+# Ranks (and a torchrun agent) die with this process: the kernel's parent-death signal fires
+# when the *thread* that started them exits, and that thread is the one running run_job, which
+# outlives its ranks.
+_DIE_WITH_US = parent_death_hook(signal.SIGKILL)
+
+
+def stale_ranks() -> list[int]:
+    """Pids of collector ranks (``driple.collect.workers.*`` processes) whose collector is gone:
+    ranks of an older driple, or of a collector killed before they set their parent-death
+    signal. They still train, and a measurement taken now would run against them."""
+    import psutil
+
+    stale = []
+    for p in psutil.process_iter(["pid", "cmdline", "ppid", "create_time"]):
+        cmd = p.info["cmdline"] or []
+        if not any(a.startswith("driple.collect.workers.") for a in cmd) or p.pid == os.getpid():
+            continue
+        try:
+            driver = p.environ().get(DRIVER_ENV, "")
+        except psutil.Error:
+            driver = ""
+        if driver.isdigit():
+            if not _running_since(int(driver), p.info["create_time"]):
+                stale.append(p.pid)
+        elif p.info["ppid"] == 1:  # no driver recorded: an orphan
+            stale.append(p.pid)
+    return stale
+
+
+def _running_since(pid: int, t: float | None) -> bool:
+    """True when ``pid`` is a live (not zombie) process started no later than ``t``."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and (t is None or proc.create_time() <= t + 1.0)
+    except psutil.Error:
+        return False
+
+
+def _refuse_stale_ranks() -> None:
+    """Remove namespaces of dead collectors (root), then refuse to start next to stale ranks."""
+    if os.geteuid() == 0 and shutil.which("ip"):
+        from driple.collect.netns import remove_stale
+
+        remove_stale()
+    stale = stale_ranks()
+    if stale:
+        pids = " ".join(str(p) for p in stale)
+        raise DripleError(f"{len(stale)} rank(s) of a collector that is gone still run (pid {pids}); "
+                          f"a job measured now would share the host with them. Stop them "
+                          f"(kill {pids}) and run again")
 
 
 def _kill_groups(procs: list[subprocess.Popen]) -> None:
@@ -458,6 +522,7 @@ def _signals_as_interrupt():
         return
 
     def _raise(signum, frame):
+        note_signal(signum)
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -481,6 +546,7 @@ def _deferred_interrupts():
         return
 
     def _note(signum, frame):
+        note_signal(signum)
         pending.fired = True
 
     old = {s: signal.signal(s, _note) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

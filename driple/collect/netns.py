@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 
 from driple.errors import DripleError
+from driple.interrupts import note as note_signal
 
 PREFIX = "driple-"
 SUBNET = "10.211.0"  # /24, exists only inside the namespaces
@@ -180,6 +181,7 @@ class EmulatedCluster:
 
 
 def _raise_interrupt(signum, frame):
+    note_signal(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 

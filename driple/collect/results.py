@@ -38,6 +38,7 @@ import math
 import os
 from pathlib import Path
 
+from driple.csvtable import check_lines, read_csv
 from driple.metrics import METRICS
 
 LABELS_VERSION = "timeline-v2"
@@ -78,6 +79,7 @@ class ResultTable:
     def _rows(self) -> tuple[list[str], list[dict]]:
         if not self.path.exists():
             return [], []
+        check_lines(self.path)  # a damaged line is named, never rewritten away
         with open(self.path, newline="") as f:
             reader = csv.DictReader(f)
             return list(reader.fieldnames or []), list(reader)
@@ -108,7 +110,7 @@ class ResultTable:
 
         if not self.path.exists():
             return pd.DataFrame(columns=list(BASE_COLUMNS))
-        df = pd.read_csv(self.path, keep_default_na=True)
+        df = read_csv(self.path, keep_default_na=True)
         if not history and len(df):
             df = df.drop_duplicates("job_id", keep="last").reset_index(drop=True)
         return df

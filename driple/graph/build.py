@@ -70,9 +70,10 @@ def _resolve_strategy(strategy: Any, workers: int | None, servers: int | None) -
     if strategy in (None, "none", "single"):
         return Setting(strategy="ddp", workers=1)
     if strategy == "ddp":
-        return Setting(strategy="ddp", workers=workers or 2)
-    if strategy == "ps":
-        return Setting(strategy="ps", workers=workers or 2, servers=servers or 1)
+        return Setting(strategy="ddp", workers=2 if workers is None else workers)
+    if strategy == "ps":  # 0 workers or servers are refused by Setting, not replaced
+        return Setting(strategy="ps", workers=2 if workers is None else workers,
+                       servers=1 if servers is None else servers)
     raise DripleError(
         f"unknown strategy {strategy!r}; use 'ddp', 'ps', 'none' or a setting id like 'cpu-ddp-w2-lo'"
     )

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from driple.csvtable import read_csv
 from driple.errors import DripleError
 from driple.metrics import METRICS
 
@@ -134,12 +135,10 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
     A job run more than once (interrupted, retried) has several rows; as in
     :meth:`driple.collect.results.ResultTable.read`, its last row counts.
     """
-    import pandas as pd
-
     if not osp.exists(path):
         raise DripleError(f"{path} not found: a dataset directory holds the collector's "
                           "results.csv (run `driple collect sweep ...` first)")
-    frame = pd.read_csv(path, dtype={"job_id": str, "knobs": str})
+    frame = read_csv(path, dtype={"job_id": str, "knobs": str})
     missing = [c for c in ("job_id", "status", *CONFIG_COLUMNS, *METRICS) if c not in frame]
     if missing:
         raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "

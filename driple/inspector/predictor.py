@@ -270,6 +270,20 @@ class TrainedInspector:
         return cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip})
 
 
+def _unreadable_reason(exc: Exception) -> str:
+    """Why ``torch.load`` failed, in our words: torch's own message may advise
+    ``weights_only=False``, which would run code from the file -- never the advice here."""
+    if isinstance(exc, IsADirectoryError):
+        return "it is a directory"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, (EOFError, OSError)) or "zip archive" in str(exc):
+        return f"the file is truncated or damaged ({type(exc).__name__})"
+    if isinstance(exc, pickle.UnpicklingError):
+        return "its contents are damaged or hold objects other than tensors and plain data"
+    return f"its contents are damaged ({type(exc).__name__})"
+
+
 def checkpoint_path(path: str) -> str:
     """``path`` itself, or ``path/inspector.pt`` for a trained-model directory."""
     return osp.join(path, CHECKPOINT_NAME) if osp.isdir(path) else path
@@ -287,9 +301,9 @@ def load_inspector(path: str, feature_set: Optional[str] = None,
         raise DripleError(f"no inspector checkpoint at {path} (train one with `driple train`)")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
-        raise DripleError(f"{file} is not a readable driple inspector checkpoint "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    except Exception as exc:  # noqa: BLE001 - whatever torch raises for a bad file, one line
+        raise DripleError(f"{file} is not a readable driple inspector checkpoint: "
+                          f"{_unreadable_reason(exc)}; copy it again or retrain with `driple train`") from None
     predictor = TrainedInspector.from_state(state, source=file)
     predictor.check_compatible(feature_set, vocab_digest, what="the requested input")
     return predictor

@@ -51,18 +51,29 @@ def _caps(setting: str, high) -> dict:
     return out
 
 
+def floors(low: Optional[Sequence[float]] = None) -> dict:
+    """``{metric: lower bound}`` of the durations: the shortest one among the training jobs
+    (``low``: ``TargetScaler.low_``). A prediction below it is raised to it, and no interval
+    reaches below it."""
+    if low is None:
+        return {}
+    return {m: float(low[j]) for j, m in enumerate(METRICS)
+            if m.endswith("_duration") and np.isfinite(low[j])}
+
+
 def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tuple[np.ndarray, list]:
     """Clip ``values`` (``[n, 12]``, METRICS order) to ``[0, cap]``; return them with one list
     of plain-text notes per row (what was clipped, what lies outside the training range)."""
     values = np.array(values, dtype=np.float64, copy=True)
     notes: list[list[str]] = [[] for _ in range(len(values))]
     upper = _caps(setting, high) if setting else {}
+    lower = floors(low)
     known = [low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j])
              for j in range(len(METRICS))]
     for i, row in enumerate(values):
         for j, m in enumerate(METRICS):
             v = row[j]
-            floor = known[j] and m.endswith("_duration") and v < low[j]
+            floor = known[j] and m in lower and v < lower[m]
             if known[j] and (v > high[j] * 1.05 or v < low[j] * 0.95):
                 shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
                 notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "

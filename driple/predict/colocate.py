@@ -259,7 +259,7 @@ def _judge(loads: dict, max_overload: float) -> tuple[str, str, str | None]:
     if over:
         w = max(over, key=lambda ld: ld.utilisation)
         return "does not fit", (
-            f"does not fit: combined mean {w.resource} {_amt(w.combined_mean, w.unit)} exceeds its "
+            f"combined mean {w.resource} {_amt(w.combined_mean, w.unit)} exceeds its "
             f"capacity {_amt(w.capacity, w.unit)} ({_pc(w.utilisation)}), so the jobs slow down whatever "
             "their phases"
         ), w.resource
@@ -268,7 +268,7 @@ def _judge(loads: dict, max_overload: float) -> tuple[str, str, str | None]:
     mean_txt = f"mean load at most {_pc(u.utilisation)} of capacity ({u.resource})"
     if w.overload_probability > max_overload:
         return "contends", (
-            f"contends: {w.resource} demand exceeds {_amt(w.capacity, w.unit)} {_pc(w.overload_probability)} "
+            f"{w.resource} demand exceeds {_amt(w.capacity, w.unit)} {_pc(w.overload_probability)} "
             f"of the time (bursts collide {_pc(w.collision_probability)}); {mean_txt}"
         ), w.resource
     if w.overload_probability > 0:
@@ -276,7 +276,7 @@ def _judge(loads: dict, max_overload: float) -> tuple[str, str, str | None]:
     else:
         c = max(checked, key=lambda ld: ld.collision_probability)
         tail = f"no resource is ever overloaded (bursts collide at most {_pc(c.collision_probability)}, {c.resource})"
-    return "packs well", f"packs well: {tail}; {mean_txt}", w.resource
+    return "packs well", f"{tail}; {mean_txt}", w.resource
 
 
 def _named(profiles) -> dict:

@@ -25,7 +25,22 @@ from driple.metrics import METRICS
 
 
 def _looks_like_path(name: str) -> bool:
-    return os.sep in name or name.endswith(".pt") or os.path.exists(name)
+    """True when ``name`` is meant as a checkpoint path rather than a setting id: it has a
+    directory part or ends in ``.pt``, or it holds a checkpoint (a file, or a directory with
+    ``inspector.pt``) and is no shipped setting. A local folder named like a setting (a
+    dataset, a ``collect run --out``) never shadows the shipped inspector; write
+    ``./NAME`` to mean the folder."""
+    if os.sep in name or "/" in name or name.endswith(".pt"):
+        return True
+    from driple.inspector.predictor import checkpoint_path
+    from driple.predict.registry import list_settings
+
+    if not os.path.isfile(checkpoint_path(name)):
+        return False
+    try:
+        return name not in {e["setting"] for e in list_settings()}
+    except DripleError:  # an unreadable registry: the local checkpoint is what is left
+        return True
 
 
 class Predictor:
@@ -128,7 +143,7 @@ class Predictor:
         graphs = list(graphs)
         if not graphs:
             return []
-        from driple.predict.bounds import bound, caps
+        from driple.predict.bounds import bound, caps, floors
 
         ts = self.inspector.target_scaler
         values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
@@ -138,6 +153,10 @@ class Predictor:
             lows, highs = self.intervals.interval(values)
             for m, cap in caps(self.setting, ts.high_).items():
                 highs[:, METRICS.index(m)] = np.minimum(highs[:, METRICS.index(m)], cap)
+            for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
+                j = METRICS.index(m)
+                lows[:, j] = np.maximum(lows[:, j], floor)
+                highs[:, j] = np.maximum(highs[:, j], lows[:, j])
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
         out = []

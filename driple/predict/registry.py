@@ -1,10 +1,18 @@
-"""The shipped inspectors: ``trained_models/registry.json`` lists one checkpoint per setting.
+"""The shipped inspectors: a ``registry.json`` lists one checkpoint per setting.
 
 A registry entry says which setting a checkpoint predicts for, where it is (relative to the
 registry), its SHA-256 (checked on every load: a truncated or swapped file is refused), how
-it was trained and its scores on held-out jobs. ``trained_models/`` sits next to the ``driple``
-package in the repository; ``DRIPLE_MODELS=/path/to/dir`` points elsewhere (e.g. a cluster's
-own inspectors).
+it was trained and its scores on held-out jobs.
+
+Where the registry is found (:func:`models_dir`, the first that holds a ``registry.json``):
+
+1. ``$DRIPLE_MODELS``, when set: that directory and nothing else (e.g. a cluster's own
+   inspectors, or a test registry);
+2. the package's own copy, ``driple/trained_models/`` inside an installed wheel (the build
+   copies the repository's ``trained_models/`` there, see ``setup.py``);
+3. the repository's ``trained_models/`` beside the ``driple`` package (a checkout or an
+   editable install);
+4. the user directory ``$XDG_DATA_HOME/driple/models`` (default ``~/.local/share/driple/models``).
 """
 from __future__ import annotations
 
@@ -15,18 +23,46 @@ from pathlib import Path
 from typing import Optional
 
 from driple.errors import DripleError
+from driple.shipped import REGISTRY_FILE, REGISTRY_FORMAT
 
-REGISTRY_FORMAT = "driple-registry"
 REGISTRY_VERSION = 1
-REGISTRY_FILE = "registry.json"
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "trained_models"  # in a built wheel
+CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "trained_models"  # in the repository
+
+
+def user_models_dir() -> Path:
+    """``$XDG_DATA_HOME/driple/models`` (default ``~/.local/share/driple/models``)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "driple" / "models"
+
+
+def search_dirs() -> list[Path]:
+    """Directories where a registry is looked for, in order (see the module docstring)."""
+    env = os.environ.get("DRIPLE_MODELS")
+    if env:
+        return [Path(env).expanduser()]
+    return [PACKAGE_DIR, CHECKOUT_DIR, user_models_dir()]
 
 
 def models_dir() -> Path:
-    """Directory of the registry: ``$DRIPLE_MODELS``, else the repository's ``trained_models/``."""
-    env = os.environ.get("DRIPLE_MODELS")
-    if env:
-        return Path(env).expanduser()
-    return Path(__file__).resolve().parents[2] / "trained_models"
+    """Directory of the registry: the first of :func:`search_dirs` holding a ``registry.json``
+    (the first one when none does)."""
+    dirs = search_dirs()
+    for d in dirs:
+        if (d / REGISTRY_FILE).is_file():
+            return d
+    return dirs[0]
+
+
+def no_inspector_message(root: Optional[Path] = None) -> str:
+    """Why no shipped inspector is found, with where driple looked and what to do."""
+    looked = [Path(root)] if root is not None else search_dirs()
+    return (f"no shipped inspector found (no {REGISTRY_FILE} with entries in "
+            f"{', '.join(str(d) for d in looked)}); install driple from a wheel or sdist that "
+            "holds its inspectors, point DRIPLE_MODELS at a directory holding a registry, or "
+            "train one with `driple train` and load it by path")
 
 
 def sha256(path: str | os.PathLike) -> str:
@@ -69,12 +105,12 @@ def resolve(name: Optional[str] = None, root: Optional[Path] = None) -> tuple[Pa
     An unknown name lists the known ones; a file whose checksum differs from the registry's
     is refused.
     """
+    explicit_root = root is not None
     root = Path(root) if root is not None else models_dir()
     reg = load_registry(root)
     entries = {e["setting"]: e for e in reg["inspectors"]}
     if not entries:
-        raise DripleError(f"no shipped inspector in {root} (registry {REGISTRY_FILE} is missing "
-                          "or empty); train one with `driple train` and load it by path")
+        raise DripleError(no_inspector_message(root if explicit_root else None))
     name = name or reg.get("default")
     if name not in entries:
         raise DripleError(f"no shipped inspector for setting {name!r}; known settings: "

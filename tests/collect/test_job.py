@@ -35,7 +35,7 @@ def test_job_id_is_stable_and_distinguishes_jobs():
     assert job_id(a, "cpu-ddp-w2-lo", 10).startswith("resnet-bs8-")
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-1g", 10)
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-lo", 5)
-    assert job_id(JobSpec(model=TINY), "cpu-ddp-w2-lo", 1).startswith("tiny_mlp-bsd-")
+    assert job_id(JobSpec(model=TINY), "cpu-ddp-w2-lo", 1).startswith("tiny_mlp-bsdefault-")
 
 
 def test_roles_put_servers_first():

@@ -4,7 +4,7 @@ import pytest
 
 from driple.inspector.scaling import TargetScaler
 from driple.metrics import METRICS
-from driple.predict.bounds import bound, caps
+from driple.predict.bounds import bound, caps, floors
 
 I = {m: j for j, m in enumerate(METRICS)}
 
@@ -49,3 +49,10 @@ def test_cpu_compute_is_capped_at_the_training_maximum():
     assert out[0, I["compute_burst_amount"]] == 116.0
     assert len(notes[0]) == 2  # outside the range, and clipped
     assert TargetScaler.from_dict({"method": "max", "center": [0] * 12, "scale": [1] * 12}).high_ is None
+
+
+def test_floors_are_the_shortest_training_durations():
+    low = _row(compute_burst_duration=0.01, tx_idle_duration=np.nan)
+    f = floors(low)
+    assert f["compute_burst_duration"] == 0.01 and "tx_idle_duration" not in f
+    assert not any(m.endswith("_amount") for m in f) and floors(None) == {}

@@ -84,3 +84,16 @@ def test_load_by_path(registry):
     assert p.setting == "cpu-ddp-w2-lo" and p.intervals is not None
     with pytest.raises(DripleError, match="no inspector checkpoint"):
         Predictor.load(str(registry / "nowhere" / "x.pt"))
+
+
+def test_a_duration_raised_to_its_floor_has_no_interval_below_it(predictor):
+    """0.025 s [0.005, ...] was shown before: the interval's low end now starts at the floor."""
+    ts = predictor.inspector.target_scaler
+    j = METRICS.index("tx_burst_duration")
+    ts.low_ = list(ts.low_)
+    ts.low_[j] = 1e4  # far above anything this inspector predicts: the value is raised
+    prof = predictor.predict(tiny_mlp(), torch.randn(4, 8))
+    assert prof.metrics["tx_burst_duration"] == 1e4
+    lo, hi = prof.intervals["tx_burst_duration"]
+    assert lo >= 1e4 and hi >= lo
+    assert any("tx_burst_duration" in n and "shown as 1e+04" in n for n in prof.notes)

@@ -44,3 +44,59 @@ def test_missing_or_broken_registry(tmp_path, monkeypatch):
     (tmp_path / "registry.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(DripleError, match="not a driple registry"):
         load_registry()
+
+
+def test_setting_id_wins_over_a_local_folder(registry, tmp_path, monkeypatch, capsys):
+    """A folder named like a setting (a dataset, a `collect run --out`) does not shadow it;
+    a name is a path only when it holds a checkpoint and is no shipped setting, or says so
+    (a directory part, .pt)."""
+    import shutil
+
+    from driple.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cpu-ddp-w2-lo").mkdir()
+    (tmp_path / "cpu-ddp-w2-lo" / "results.csv").write_text("job_id,status\n")
+    assert main(["predict", "mlp", "--batch-size", "4", "--set", "hidden=32", "--set", "layers=1",
+                 "--setting", "cpu-ddp-w2-lo", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inspector"]["trained"] == "random weights (test)"  # the registry's entry
+    assert Predictor.load("cpu-ddp-w2-lo").entry["setting"] == "cpu-ddp-w2-lo"
+    with pytest.raises(DripleError, match="no inspector checkpoint at ./cpu-ddp-w2-lo"):
+        Predictor.load("./cpu-ddp-w2-lo")  # the folder, asked for explicitly, holds none
+    # even a local checkpoint under a setting's name: the bare id is the shipped inspector
+    shutil.copy(registry / "cpu-ddp-w2-lo" / "inspector.pt", tmp_path / "cpu-ddp-w2-lo")
+    assert Predictor.load("cpu-ddp-w2-lo").entry.get("sha256")
+    assert Predictor.load("./cpu-ddp-w2-lo").entry == {"setting": None, "path": "./cpu-ddp-w2-lo"}
+    shutil.copytree(registry / "cpu-ddp-w2-lo", tmp_path / "mine")
+    assert Predictor.load("mine").entry["path"] == "mine"  # holds a checkpoint, no setting id
+
+
+def test_settings_without_any_inspector_exits_2(tmp_path, monkeypatch, capsys):
+    from driple.cli import main
+
+    monkeypatch.setenv("DRIPLE_MODELS", str(tmp_path))
+    assert main(["settings"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("driple: error: no shipped inspector found") and str(tmp_path) in err
+    assert main(["predict", "mlp"]) == 2
+    assert "no shipped inspector found" in capsys.readouterr().err
+
+
+def test_lookup_order(tmp_path, monkeypatch):
+    """DRIPLE_MODELS alone when set; else the package's copy, the checkout, the user directory."""
+    from driple.predict import registry as reg
+
+    monkeypatch.setenv("DRIPLE_MODELS", str(tmp_path / "mine"))
+    assert reg.search_dirs() == [tmp_path / "mine"]
+    monkeypatch.delenv("DRIPLE_MODELS")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert reg.search_dirs() == [reg.PACKAGE_DIR, reg.CHECKOUT_DIR, tmp_path / "xdg" / "driple" / "models"]
+    monkeypatch.setattr(reg, "PACKAGE_DIR", tmp_path / "none")
+    monkeypatch.setattr(reg, "CHECKOUT_DIR", tmp_path / "none")
+    assert reg.models_dir() == tmp_path / "none"  # nothing anywhere: the first place
+    user = tmp_path / "xdg" / "driple" / "models"
+    user.mkdir(parents=True)
+    (user / "registry.json").write_text(json.dumps({"format": "driple-registry", "version": 1,
+                                                     "default": None, "inspectors": []}))
+    assert reg.models_dir() == user

@@ -15,14 +15,59 @@ directory:
 How many iterations are measured: at least ``min_iterations`` and at least ``seconds`` worth
 (:func:`plan_iterations`); a job that would need more than ``max_seconds`` for its minimum
 fails with :class:`MeasurementCapError`, which the launcher reports as the row's reason.
+
+No rank outlives the collector that started it (:func:`die_with_parent`): a SIGKILLed
+``driple collect run`` would otherwise leave its ranks training, and the next measurement
+would run against them.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
+
+PARENT_ENV = "DRIPLE_PARENT_PID"  # the pid a rank's parent must have (set by the env launcher)
+DRIVER_ENV = "DRIPLE_DRIVER_PID"  # the collector process that started the job (every rank)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def parent_death_hook(sig: int = signal.SIGKILL):
+    """A function that makes the calling process receive ``sig`` when its parent thread exits
+    (Linux ``prctl(PR_SET_PDEATHSIG)``); None off Linux. libc is resolved here, so the function
+    is safe as a ``subprocess.Popen(preexec_fn=...)`` between fork and exec; the setting is
+    kept across the exec of ``python`` and of ``ip netns exec``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    args = (ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig)), ctypes.c_ulong(0),
+            ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+    def hook() -> None:
+        prctl(*args)
+
+    return hook
+
+
+def die_with_parent() -> None:
+    """Called first by every rank: be killed (SIGKILL) when the process that started it exits,
+    and exit at once if that already happened before this call (then the parent is no longer
+    the pid the launcher recorded in ``DRIPLE_PARENT_PID``)."""
+    hook = parent_death_hook(signal.SIGKILL)
+    if hook is not None:
+        hook()
+    expected = os.environ.get(PARENT_ENV)
+    if expected and expected.isdigit() and os.getppid() != int(expected):
+        sys.stderr.write("driple worker: the collector that started this rank is gone; exiting\n")
+        os._exit(1)
 
 
 def parse_args(argv=None) -> dict:
@@ -62,6 +107,7 @@ def run_and_exit(run, argv=None) -> None:
     import sys
     import traceback
 
+    die_with_parent()  # no rank outlives its collector
     code = 1
     try:
         code = int(run(parse_args(argv)) or 0)
