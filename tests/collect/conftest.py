@@ -127,3 +127,45 @@ def ddp_job(tmp_path_factory):
     spec = JobSpec(model=TINY, batch_size=32, knobs={"width": 1024}, warmup=5)
     result = run_job(spec, "cpu-ddp-w2-lo", seconds=10, out_dir=out, timeout=120)
     return out, result
+
+
+def paced(busy_ms=(15.0, 20.0), batch_size: int = 4):
+    """A workload whose forward keeps rank r's thread busy for ``busy_ms[r]`` ms of CPU time.
+
+    In a 2-rank DDP job the faster rank then waits for the slower one at every gradient
+    all-reduce: rank 0 computes ~15 ms and waits ~5 ms per iteration (the timeline calibration).
+    Busy time is counted on the thread's CPU clock, so preemption cannot shorten a burst.
+    """
+    import torch
+    from torch import nn
+
+    busy_s = float(busy_ms[int(os.environ.get("RANK", "0")) % len(busy_ms)]) / 1e3
+
+    class Paced(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            stop = time.thread_time() + busy_s
+            while time.thread_time() < stop:
+                pass
+            return self.fc(x)
+
+    class Workload:
+        name = "paced"
+        family = "calibration"
+        config = {"busy_ms": list(busy_ms)}
+
+        def __init__(self):
+            self.model = Paced()
+
+        def make_batch(self, batch_size=None, generator=None, device="cpu"):
+            bs = batch_size or 4
+            return torch.randn(bs, 4, generator=generator).to(device), torch.randint(0, 2, (bs,), generator=generator).to(device)
+
+        @staticmethod
+        def loss_fn(out, targets):
+            return nn.functional.cross_entropy(out, targets)
+
+    return Workload()
