@@ -116,6 +116,27 @@ def memory_per_span(mem: np.ndarray, spans: np.ndarray):
     return peak, low, above
 
 
+def memory_burst_runs(mem: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """``[m, 2]`` intervals in which allocated bytes are above their iteration's midpoint (the
+    memory bursts that :func:`memory_per_span` times), for drawing."""
+    out = []
+    if len(mem) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    mem = mem[np.argsort(mem[:, 0], kind="stable")]
+    t, v = mem[:, 0], mem[:, 1]
+    for lo, hi in spans:
+        a = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
+        b = int(np.searchsorted(t, hi, side="left"))
+        if b <= a or t[a] >= hi:
+            continue
+        times = np.concatenate([[max(t[a], lo)], t[a + 1:b], [hi]])
+        vals = v[a:b]
+        mid = (vals.max() + vals.min()) / 2
+        if vals.max() > vals.min():
+            out += [(times[k], times[k + 1]) for k in np.flatnonzero(vals > mid)]
+    return union(out)
+
+
 def mean_over_runs(runs: np.ndarray, t_end_ns: np.ndarray, values: np.ndarray) -> float:
     """Time-weighted mean of a sampled rate over ``runs``: sample *k* holds the mean over
     ``(t_{k-1}, t_k]``; each counts with its overlap with the runs. NaN without overlap."""

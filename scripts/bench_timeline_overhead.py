@@ -1,0 +1,157 @@
+"""What recording a timeline costs a training step: marks vs torch.profiler vs nothing, side by side.
+
+Two gloo DDP ranks (one thread each, loopback) train the same zoo job three ways, interleaved
+in windows within one run, so host noise hits all three alike:
+
+- ``plain``: DDP with its own all-reduce, nothing recorded;
+- ``marks``: what the collector does on CPU hosts — the timed all-reduce thread, iteration and
+  compute marks, allocator samples at every module call and gradient
+  (:mod:`driple.collect.timeline.recorder`);
+- ``profiler``: DDP's own all-reduce under ``torch.profiler`` with memory events (what the
+  GPU path does; on CPU it records every ATen op).
+
+Prints the median step time of each and its ratio to ``plain`` per job (target: marks <= 1.03
+on the zoo's median job). Run on a quiet host:
+
+    python scripts/bench_timeline_overhead.py                     # the default jobs
+    python scripts/bench_timeline_overhead.py --jobs resnet,bs=32 --rounds 8 --window 5 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+DEFAULT_JOBS = ["mlp,bs=64", "resnet,bs=32", "gpt,bs=8", "vgg,bs=32"]
+MODES = ("plain", "marks", "profiler")
+
+
+def _parse(job: str) -> tuple[str, dict, int]:
+    name, *pairs = job.split(",")
+    knobs = dict(p.split("=", 1) for p in pairs)
+    bs = int(knobs.pop("bs", 32))
+    return name, {k: (int(v) if v.isdigit() else v) for k, v in knobs.items()}, bs
+
+
+def _rank(rank: int, world: int, port: int, job: str, rounds: int, window: int, queue) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import ProfilerActivity, profile
+
+    from driple.collect.timeline.recorder import TimelineRecorder
+    from driple.collect.workers.ddp import TimedAllReduce, timed_allreduce_hook
+    from driple.zoo import build_workload, make_optimizer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    name, knobs, bs = _parse(job)
+    torch.manual_seed(0)
+    wl = build_workload(name, batch_size=bs, **knobs)
+    model_a, model_b = wl.model, copy.deepcopy(wl.model)
+    ddp_a = DDP(model_a)
+    ddp_b = DDP(model_b)
+    rec = TimelineRecorder(f"worker{rank}", warmup=0)
+    comm = TimedAllReduce(dist.new_group(backend="gloo"), world, rec)
+    ddp_b.register_comm_hook(comm, timed_allreduce_hook)
+    opt_a = make_optimizer("sgd", ddp_a.parameters())
+    opt_b = make_optimizer("sgd", ddp_b.parameters())
+    inputs, targets = wl.make_batch(bs, generator=torch.Generator().manual_seed(rank))
+
+    def step_plain():
+        t = time.perf_counter_ns()
+        opt_a.zero_grad(set_to_none=True)
+        wl.loss_fn(ddp_a(inputs), targets).backward()
+        opt_a.step()
+        return time.perf_counter_ns() - t
+
+    def step_marks():
+        t = time.perf_counter_ns()
+        rec.begin_iteration()
+        opt_b.zero_grad(set_to_none=True)
+        wl.loss_fn(ddp_b(inputs), targets).backward()
+        if rec.last_grad_ns is not None:
+            rec.compute_off(rec.last_grad_ns)
+            rec.compute_on()
+        opt_b.step()
+        rec.end_iteration()
+        return time.perf_counter_ns() - t
+
+    for _ in range(3):
+        step_plain()
+        step_marks()
+    times = {m: [] for m in MODES}
+    for _ in range(rounds):
+        times["plain"] += [step_plain() for _ in range(window)]
+        rec.watch(model_b.parameters())
+        times["marks"] += [step_marks() for _ in range(window)]
+        rec.unwatch()
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True):
+            times["profiler"] += [step_plain() for _ in range(window)]
+    comm.close()
+    if rank == 0:
+        queue.put({m: statistics.median(v) / 1e9 for m, v in times.items()})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def bench(job: str, rounds: int, window: int) -> dict:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_rank, args=(r, 2, port, job, rounds, window, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join()
+    except KeyboardInterrupt:
+        for p in procs:
+            p.terminate()
+        raise
+    if any(p.exitcode for p in procs):
+        raise SystemExit(f"{job}: a rank failed (exit codes {[p.exitcode for p in procs]})")
+    medians = queue.get()
+    return {"job": job, "step_s": medians,
+            "ratio": {m: medians[m] / medians["plain"] for m in MODES}}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--jobs", nargs="+", default=DEFAULT_JOBS, help="zoo jobs MODEL[,knob=v][,bs=N]")
+    parser.add_argument("--rounds", type=int, default=6, help="windows per mode, interleaved (default 6)")
+    parser.add_argument("--window", type=int, default=5, help="iterations per window (default 5)")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    from driple.collect.sweep import host_busy_pct
+
+    busy = host_busy_pct(2.0)
+    print(f"host busy before the run: {busy:.0f} % of its CPU (a quiet host is < 5 %)", file=sys.stderr)
+    results = []
+    print(f"{'job':<16}{'plain':>10}{'marks':>10}{'profiler':>10}{'marks/plain':>13}{'profiler/plain':>16}")
+    for job in args.jobs:
+        r = bench(job, args.rounds, args.window)
+        results.append(r)
+        s, q = r["step_s"], r["ratio"]
+        print(f"{job:<16}{s['plain'] * 1e3:>8.1f}ms{s['marks'] * 1e3:>8.1f}ms{s['profiler'] * 1e3:>8.1f}ms"
+              f"{q['marks']:>13.3f}{q['profiler']:>16.3f}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"host_busy_pct_before": busy, "rounds": args.rounds, "window": args.window,
+                       "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
