@@ -95,3 +95,40 @@ def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of):
     assert 12 <= row["duration_s"] < 30
     assert pids_of(str(tmp_path)) == []
     _no_children_left()
+
+
+def test_a_job_that_cannot_reach_its_iterations_within_the_cap_fails_with_that_reason(tmp_path, tiny_model, pids_of):
+    """20 iterations of a ~ms step cannot fit in a cap of 1 ms: a failed row says so in one line."""
+    spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64}, warmup=2)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=1, out_dir=tmp_path, timeout=120,
+                     min_iterations=20, max_seconds=0.001)
+    row = result.row
+    assert row["status"] == "failed"
+    assert "MeasurementCapError" in row["reason"] and "over the job's cap of 0.001 s" in row["reason"], row["reason"]
+    assert "\n" not in row["reason"]
+    assert pids_of(str(tmp_path)) == []
+    _no_children_left()
+
+
+def test_a_rank_that_dies_mid_measurement_fails_the_row_and_keeps_its_log(tmp_path, tiny_model):
+    """A crash after warm-up, while the timeline is being recorded: no timeline, a clear reason."""
+    spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "crash_at": 12}, warmup=2)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=120)
+    row = result.row
+    assert row["status"] == "failed" and "injected crash" in row["reason"], row["reason"]
+    assert row["timeline_path"] is None
+    _no_children_left()
+
+
+def test_ps_server_is_labelled_from_its_rounds(tmp_path, tiny_model):
+    spec = JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3)
+    result = run_job(spec, "cpu-ps-p1w2-lo", seconds=1, out_dir=tmp_path, timeout=120)
+    assert result.ok, result.row["reason"]
+    detail = json.loads(result.detail_path.read_text())
+    server = detail["per_rank"]["server0"]["labels"]
+    worker = detail["per_rank"]["worker0"]["labels"]
+    # the server receives what the workers push: its rx runs are the workers' tx runs (2 workers)
+    assert server["rx_busy_s"] >= worker["tx_busy_s"] * 0.99
+    # a synchronous server steps once per worker iteration
+    assert server["step_time"] == pytest.approx(worker["step_time"], rel=0.2)
+    assert worker["tx_burst_duration"] > 0 and worker["rx_burst_duration"] > 0
