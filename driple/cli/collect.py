@@ -205,6 +205,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     relabel.add_argument("--labeller", choices=["timeline", "kmeans"], default="timeline",
                          help="which labels to recompute: the timeline labels (v2, the metric columns; "
                          "default) or the paper's k-means labels (kmeans_* columns)")
+    relabel.add_argument("--write", action="store_true",
+                         help="write the recomputed labels (both labellers) into results.csv and raw/<job>.json "
+                         "instead of comparing: how a changed label definition reaches a dataset")
     relabel.add_argument("--json", action="store_true", help="print the report as JSON")
     relabel.add_argument("--no-progress", action="store_true", help="no progress bar")
     relabel.set_defaults(func=cmd_relabel)
@@ -329,6 +332,18 @@ def cmd_relabel(args: argparse.Namespace) -> int:
 
     if not (Path(args.dataset) / "results.csv").exists():
         raise DripleError(f"{args.dataset} holds no results.csv; pass a dataset directory")
+    if args.write:
+        from driple.collect.relabel import rewrite_labels
+
+        report = rewrite_labels(args.dataset, progress=not args.no_progress)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            print(f"{args.dataset}: labels of {report['rewritten']} of {report['jobs']} jobs rewritten; "
+                  f"{len(report['errors'])} could not be relabelled")
+            for job, why in list(report["errors"].items())[:10]:
+                print(f"  {job}: {why}")
+        return 0 if not report["errors"] else 1
     report = check_dataset(args.dataset, progress=not args.no_progress, labeller=args.labeller)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -14,22 +14,60 @@ from driple.errors import DripleError
 from driple.metrics import METRICS
 
 
-def relabel_job(dataset_dir: str | Path, job_id: str, labeller: str = "timeline") -> dict:
-    """The row's label columns recomputed from its raw files: the 12 metrics and
-    ``step_time`` (``labeller="timeline"``) or the ``kmeans_*`` columns (``"kmeans"``)."""
+def _job_labels(dataset_dir: str | Path, job_id: str, labellers):
     from driple.collect.labelling import LABELLERS, label_job
     from driple.collect.series import read_raw
     from driple.collect.timeline.record import load_job_timelines
 
-    if labeller not in LABELLERS:
-        raise DripleError(f"unknown labeller {labeller!r}; use one of {', '.join(LABELLERS)}")
+    for labeller in labellers:
+        if labeller not in LABELLERS:
+            raise DripleError(f"unknown labeller {labeller!r}; use one of {', '.join(LABELLERS)}")
     raw = Path(dataset_dir) / "raw"
     timeline_path, series_path = raw / f"{job_id}.timeline.npz", raw / f"{job_id}.npz"
     for p in (timeline_path, series_path):
         if not p.exists():
             raise DripleError(f"{p} is missing: the labels of {job_id} cannot be recomputed")
-    labels = label_job(load_job_timelines(timeline_path), read_raw(series_path), labellers=(labeller,))
-    return labels.row
+    return label_job(load_job_timelines(timeline_path), read_raw(series_path), labellers=tuple(labellers))
+
+
+def relabel_job(dataset_dir: str | Path, job_id: str, labeller: str = "timeline") -> dict:
+    """The row's label columns recomputed from its raw files: the 12 metrics and
+    ``step_time`` (``labeller="timeline"``) or the ``kmeans_*`` columns (``"kmeans"``)."""
+    return _job_labels(dataset_dir, job_id, (labeller,)).row
+
+
+def rewrite_labels(dataset_dir: str | Path, progress: bool = True) -> dict:
+    """Recompute both labellers for every ``ok`` job and write them into ``results.csv`` (and
+    the per-rank labels into ``raw/<job>.json``): how a changed label definition reaches a
+    dataset without measuring again. Returns ``{"jobs", "rewritten", "errors"}``."""
+    import json
+
+    from tqdm.auto import tqdm
+
+    from driple.collect.labelling import LABELLERS
+    from driple.collect.results import ResultTable, load_results
+
+    frame = load_results(dataset_dir)
+    frame = frame[frame["status"].astype(str) == "ok"]
+    values, errors = {}, {}
+    for jid in tqdm([str(j) for j in frame["job_id"]], desc="relabelling", unit="job", disable=not progress):
+        try:
+            labels = _job_labels(dataset_dir, jid, LABELLERS)
+        except DripleError as err:
+            errors[jid] = str(err)
+            continue
+        values[jid] = labels.row
+        detail_path = Path(dataset_dir) / "raw" / f"{jid}.json"
+        if detail_path.exists():
+            detail = json.loads(detail_path.read_text())
+            for name, entry in labels.per_rank.items():
+                detail.setdefault("per_rank", {}).setdefault(name, {}).update(entry)
+            detail["worker_agreement"] = labels.agreement
+            tmp = detail_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(detail, indent=1))
+            tmp.replace(detail_path)
+    rewritten = ResultTable(dataset_dir).update_last(values)
+    return {"jobs": int(len(frame)), "rewritten": rewritten, "errors": errors}
 
 
 def columns_of(labeller: str) -> list[str]:

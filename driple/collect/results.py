@@ -88,21 +88,38 @@ class ResultTable:
         """Add one row (new columns extend the header; old rows get them empty)."""
         with self._locked():
             columns, rows = self._rows()
-            for c in list(self.columns) + list(row):
-                if c not in columns:
-                    columns.append(c)
             rows.append({k: _cell(v) for k, v in row.items()})
-            buf = io.StringIO()
-            writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            with open(tmp, "w", newline="") as f:
-                f.write(buf.getvalue())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            _fsync_dir(self.dir)
+            self._write(columns, rows, list(row))
+
+    def update_last(self, values: dict[str, dict]) -> int:
+        """Set columns of the last row of each job in ``values`` (``{job_id: {column: value}}``),
+        history rows untouched; returns how many rows changed. Used to relabel a dataset."""
+        with self._locked():
+            columns, rows = self._rows()
+            last = {r["job_id"]: i for i, r in enumerate(rows)}
+            extra = []
+            for jid, cols in values.items():
+                if jid in last:
+                    rows[last[jid]].update({k: _cell(v) for k, v in cols.items()})
+                    extra += [c for c in cols if c not in extra]
+            self._write(columns, rows, extra)
+            return sum(1 for jid in values if jid in last)
+
+    def _write(self, columns: list[str], rows: list[dict], new_columns) -> None:
+        for c in list(self.columns) + list(new_columns):
+            if c not in columns:
+                columns.append(c)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", newline="") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.dir)
 
     def read(self, history: bool = False):
         """The table as a DataFrame: the last row of each job (``history=True``: every row)."""

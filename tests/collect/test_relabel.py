@@ -55,3 +55,17 @@ def test_a_changed_label_or_a_damaged_timeline_is_reported(job_copy, capsys):
     tl.unlink()
     report = check_dataset(root, progress=False)
     assert "is missing" in report["errors"][rows[0]["job_id"]]
+
+
+def test_write_puts_recomputed_labels_into_the_table(job_copy):
+    root, rows = job_copy
+    rows[0]["compute_burst_duration"] = "123.0"  # as if measured with an older definition
+    rows[0]["kmeans_tx_burst_amount"] = "-1"
+    with open(root / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert check_dataset(root, progress=False)["mismatched"]
+    assert main(["collect", "relabel", str(root), "--no-progress", "--write"]) == 0
+    for labeller in ("timeline", "kmeans"):
+        assert check_dataset(root, progress=False, labeller=labeller)["identical"] == 1
