@@ -137,6 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--retry-contended", type=float, metavar="PCT",
                        help="also re-run ok jobs measured while other processes used more than PCT %% "
                             "of the host CPU (column host_other_cpu_pct)")
+    sweep.add_argument("--retry-delayed", type=float, metavar="PCT",
+                       help="also re-run ok jobs whose ranks waited for a CPU more than PCT %% of the "
+                       "measured time (column run_delay_pct): the direct sign that the job was slowed")
     sweep.add_argument("--wait-quiet", type=float, default=None, metavar="PCT",
                        help="before each job, wait until the host is at most PCT %% busy over 3 s "
                        "(other work on a shared machine would distort the measurement)")
@@ -293,7 +296,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
                            retry_failed=args.retry_failed,
-                           retry_contended=args.retry_contended, progress=not args.no_progress,
+                           retry_contended=args.retry_contended, retry_delayed=args.retry_delayed,
+                           progress=not args.no_progress,
                            launcher=args.launcher, max_jobs=args.max_jobs,
                            wait_quiet=args.wait_quiet, max_seconds=args.max_seconds,
                            min_iterations=args.min_iterations,

@@ -154,9 +154,12 @@ class ResultTable:
                     f"has {mine or 'none'!r}. One dataset holds one hardware model (another model is "
                     "another setting): write to another directory, or pass --allow-other-hardware")
 
-    def done_ids(self, retry_failed: bool = False, max_contention: float | None = None) -> set[str]:
+    def done_ids(self, retry_failed: bool = False, max_contention: float | None = None,
+                 max_run_delay: float | None = None) -> set[str]:
         """Jobs a sweep skips: the last row is ``ok``, or failed for a reason other than Ctrl-C.
 
+        With ``max_run_delay`` (%), an ``ok`` row whose ranks waited longer than that share of
+        the window for a CPU (``run_delay_pct``) is not done either.
         With ``max_contention`` (% of host CPU), an ``ok`` row whose ``host_other_cpu_pct``
         exceeds it is not done: it was measured while other processes loaded the host.
         """
@@ -165,7 +168,8 @@ class ResultTable:
         last = {r["job_id"]: r for r in rows}
         for jid, r in last.items():
             if r["status"] == "ok":
-                if max_contention is None or not _contended(r.get("host_other_cpu_pct"), max_contention):
+                if (max_contention is None or not _contended(r.get("host_other_cpu_pct"), max_contention)) and \
+                        (max_run_delay is None or not _contended(r.get("run_delay_pct"), max_run_delay)):
                     done.add(jid)
             elif r["status"] == "failed" and not retry_failed and not is_interrupted(r["reason"]):
                 done.add(jid)

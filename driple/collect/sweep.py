@@ -159,6 +159,7 @@ def run_sweep(
     timeout: float | None = None,
     retry_failed: bool = False,
     retry_contended: float | None = None,
+    retry_delayed: float | None = None,
     progress: bool = True,
     launcher: str = "env",
     period_s: float = 0.01,
@@ -176,7 +177,8 @@ def run_sweep(
 
     Counts: ``total`` jobs in the grid, ``skipped`` (done before), ``ok``, ``failed``. Ctrl-C
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
-    ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more.
+    ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more;
+    ``retry_delayed`` (%) re-runs ok jobs whose ranks waited longer for a CPU (``run_delay_pct``).
     """
     from driple.collect.launcher import DEFAULT_MAX_SECONDS, MIN_ITERATIONS, run_job
     from driple.collect.provenance import record
@@ -200,7 +202,8 @@ def run_sweep(
     record(out_dir, setting=setting.id, seconds=seconds, jobs=len(grid["jobs"]))
 
     table = ResultTable(out_dir)
-    done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended)
+    done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended,
+                          max_run_delay=retry_delayed)
     jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
     pending = [(s, j) for s, j in jobs if j not in done]
     if max_jobs is not None:
