@@ -2,14 +2,13 @@ import argparse
 import json
 
 import pytest
-from inspector_helpers import fake_builder
 
 import driple.inspector.dataset as dataset_module
 from driple.cli.inspector import register
 
 
 @pytest.fixture(autouse=True)
-def fake_zoo(monkeypatch):
+def fake_zoo(fake_builder, monkeypatch):
     monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
     monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
 

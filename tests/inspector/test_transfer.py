@@ -62,8 +62,7 @@ def test_finetune_paper_scheme_trains_only_its_part(dataset):
 
 
 @pytest.mark.parametrize("scheme", ["paper", "mlp"])
-def test_cached_prefix_gives_the_same_outputs(scheme):
-    from inspector_helpers import tiny_graph
+def test_cached_prefix_gives_the_same_outputs(tiny_graph, scheme):
     from torch_geometric.loader import DataLoader
 
     from driple.inspector.transfer import cache_frozen

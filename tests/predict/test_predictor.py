@@ -3,7 +3,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from predict_helpers import tiny_mlp
 
 from driple.errors import DripleError
 from driple.metrics import METRICS
@@ -15,7 +14,7 @@ def predictor(registry):
     return Predictor.load("cpu-ddp-w2-lo")
 
 
-def test_predict_model_gives_profile_with_intervals(predictor):
+def test_predict_model_gives_profile_with_intervals(tiny_mlp, predictor):
     prof = predictor.predict(tiny_mlp(), torch.randn(4, 8), optimizer="adam", batch_size=6)
     assert prof.setting == "cpu-ddp-w2-lo" and "batch 6" in prof.model
     assert list(prof.metrics) == list(METRICS)
@@ -26,7 +25,7 @@ def test_predict_model_gives_profile_with_intervals(predictor):
     assert set(predictor.timings) == {"build_s", "infer_s"}
 
 
-def test_predict_many_matches_single(predictor):
+def test_predict_many_matches_single(tiny_mlp, predictor):
     graphs = [predictor.build_graph(tiny_mlp(h), torch.randn(4, 8)) for h in (8, 64)]
     many = predictor.predict_many(graphs)
     one = predictor.predict_many(graphs[1:])
