@@ -56,8 +56,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from driple.collect.files import write_json
+from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
-from driple.collect.results import ResultTable, _cell, _fsync_dir
+from driple.collect.results import ResultTable
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.settings import Setting, parse_setting
@@ -275,7 +277,7 @@ def run_corun(
     input. ``record=True`` appends the job rows to ``results.csv`` and the co-run row to
     ``coruns.csv`` in ``out_dir`` (and starts ``provenance.json``).
     """
-    from driple.collect.launcher import _deferred_interrupts, _signals_as_interrupt, default_timeout
+    from driple.collect.launcher import default_timeout
 
     specs = [s if isinstance(s, JobSpec) else JobSpec.from_dict(s) for s in jobs]
     if len(specs) < 2:
@@ -312,7 +314,7 @@ def run_corun(
     failure = ""
     interrupted = False
     try:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             for child, port in zip(children, ports or [None] * len(children)):
                 _launch(child, setting, seconds, out_dir, job_timeout, period_s,
                         port.getsockname()[1] if port else None)
@@ -321,7 +323,7 @@ def run_corun(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        with _deferred_interrupts() as pending:
+        with deferred_interrupts() as pending:
             _release(ports)
             _stop(children, setting)
         interrupted = interrupted or pending.fired
@@ -685,25 +687,23 @@ def _child_main(config_path: str) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _note)
-    from driple.collect import launcher
-    from driple.collect.launcher import _write_json, run_job
+    from driple.collect.launcher import run_job
 
-    if cfg.get("master_port"):  # the co-run hands each job its own rendezvous port
-        launcher._free_port = lambda: int(cfg["master_port"])
     if stop:  # told to stop while starting up: nothing was launched
-        _write_json(Path(cfg["result"]), {"error": "interrupted by Ctrl-C/SIGTERM before the job started"})
+        write_json(Path(cfg["result"]), {"error": "interrupted by Ctrl-C/SIGTERM before the job started"})
         return 130
     code = 0
     try:
         result = run_job(JobSpec.from_dict(cfg["spec"]), cfg["setting"], seconds=cfg["seconds"],
                          out_dir=cfg["out_dir"], timeout=cfg["timeout"], period_s=cfg["period_s"],
-                         job_id=cfg["job_id"], record=False)
+                         job_id=cfg["job_id"], record=False,
+                         master_port=cfg.get("master_port"))  # the co-run's: one port per job
     except JobInterrupted as interrupted:
         result, code = interrupted.result, 130
     except DripleError as err:
-        _write_json(Path(cfg["result"]), {"error": str(err)})
+        write_json(Path(cfg["result"]), {"error": str(err)})
         return 2
-    _write_json(Path(cfg["result"]), {
+    write_json(Path(cfg["result"]), {
         "row": result.row,
         "raw_path": str(result.raw_path) if result.raw_path else None,
         "detail_path": str(result.detail_path) if result.detail_path else None,

@@ -178,7 +178,7 @@ class BurstIdleLabeller:
         return 0.0
 
 
-def _sample_durations(index: np.ndarray) -> np.ndarray:
+def sample_durations(index: np.ndarray) -> np.ndarray:
     """Duration (s) of each row: the gap to the previous row (the first gets the median gap)."""
     t = np.asarray(index, dtype=np.float64)
     if len(t) < 2:
@@ -206,7 +206,7 @@ def label_rates(
         raise DripleError(f"rates table lacks column(s) {missing}; expected {list(RESOURCES)}")
     gaps = {**MIN_GAP, **(min_gap or {})}
     t = df.index.to_numpy(dtype=np.float64)
-    dt = _sample_durations(t)
+    dt = sample_durations(t)
     keep = np.ones(len(t), dtype=bool)
     if t0 is not None:
         keep &= t >= t0

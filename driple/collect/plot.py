@@ -59,7 +59,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, _sample_durations
+    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, sample_durations
     from driple.collect.series import read_raw
 
     raw_path, detail_path = resolve_run(run, dataset)
@@ -83,7 +83,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
             hi = lo + span
         else:
             lo, hi = (t[0], t[-1]) if len(t) else (0.0, 1.0)
-        dt = _sample_durations(t) if len(t) else np.zeros(0)
+        dt = sample_durations(t) if len(t) else np.zeros(0)
         keep = (t >= t0) & (t <= t1)
         starts = [(it[1] - series.start_ns) / 1e9 for it in detail.get("iterations_ns", {}).get(name, [])]
         for i, res in enumerate(RESOURCES):

@@ -471,10 +471,9 @@ def _as_series(s, job: str) -> dict:
 
 
 def _fit_threshold(t: np.ndarray, v: np.ndarray, resource: str, random_state) -> float:
-    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller
+    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, sample_durations
 
-    d = np.diff(t)
-    w = np.concatenate([[np.median(d)], d])
-    w = np.where(w > 0, w, np.median(d) if np.median(d) > 0 else 1.0)
+    w = sample_durations(t)
+    w = np.where(w > 0, w, w[0] if w[0] > 0 else 1.0)  # repeated timestamps: one median step
     lab = BurstIdleLabeller(random_state=random_state, min_gap=MIN_GAP[resource]).fit(v, w)
     return float(lab.threshold_)
