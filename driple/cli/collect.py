@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from driple.cli.options import parse_knobs
 from driple.errors import DripleError
+from driple.zoo.optim import OPTIMIZERS
 
 _RUN_HELP = """\
 Launch MODEL for real as a distributed training job in SETTING (e.g. cpu-ddp-w2-lo: 2 DDP
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="where the job runs, e.g. cpu-ddp-w2-lo, cpu-ps-p1w2-lo, cpu-ddp-w2-1g (default cpu-ddp-w2-lo)")
     run.add_argument("--batch-size", type=int, default=None, help="samples per worker per iteration (default: the model's)")
     run.add_argument("--seconds", type=float, default=10.0, help="measurement length after warm-up, s (default 10)")
-    run.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw (default sgd)")
+    run.add_argument("--optimizer", default="sgd", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the optimizer's)")
     run.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
                      help="model knob, e.g. --set depth=32 (repeatable)")
@@ -177,7 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from driple.collect.job import JobInterrupted, JobSpec
+    from driple.collect.job import JobInterrupted, JobSpec, parse_knobs
     from driple.collect.launcher import run_job
     from driple.collect.provenance import record
     from driple.collect.results import ResultTable
@@ -187,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                    knobs=parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
                    iterations=args.iterations)
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([spec.model])
     out = Path(args.out) if args.out else Path("runs") / setting.id
@@ -293,7 +293,6 @@ def cmd_relabel(args: argparse.Namespace) -> int:
 
 
 def cmd_corun(args: argparse.Namespace) -> int:
-    from driple.cli.options import parse_job
     from driple.collect.corun import MIN_OVERLAP_S, CoRunInterrupted, load_corun_grid, run_coruns
     from driple.collect.job import JobSpec
     from driple.collect.provenance import record
@@ -301,7 +300,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
 
     if bool(args.jobs) == bool(args.grid):
         raise DripleError("give either two or more JOBs or --grid FILE")
-    grid = load_corun_grid(args.grid) if args.grid else {"coruns": [[JobSpec.from_dict(parse_job(j)) for j in args.jobs]]}
+    grid = load_corun_grid(args.grid) if args.grid else {"coruns": [[JobSpec.parse(j) for j in args.jobs]]}
     if any(len(group) < 2 for group in grid["coruns"]):
         raise DripleError("a co-run needs at least two jobs")
     setting = parse_setting(args.setting or grid.get("setting") or "cpu-ddp-w2-lo")
@@ -310,7 +309,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
     if warmup is not None:
         grid["coruns"] = [[JobSpec.from_dict({**s.to_dict(), "warmup": warmup}) for s in group]
                           for group in grid["coruns"]]
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([s.model for group in grid["coruns"] for s in group])
     out = Path(args.out) if args.out else Path("runs") / f"corun-{setting.id}"

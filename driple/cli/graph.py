@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from driple.cli.options import parse_knobs
+from driple.collect.job import parse_knobs
+from driple.zoo.optim import OPTIMIZERS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     graph.add_argument("model", help="zoo model name (see `driple zoo`)")
     graph.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    graph.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), adam or adamw (default: sgd)")
+    graph.add_argument("--optimizer", default="sgd",
+                       help=f"{', '.join(OPTIMIZERS)} (default: sgd, with momentum 0.9)")
     graph.add_argument("--strategy", default="ddp", choices=["ddp", "ps", "none"],
                        help="ddp: all-reduce buckets; ps: push/pull per server; none: single process")
     graph.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")

@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from driple.cli.options import parse_job, parse_knobs
+from driple.collect.job import JobSpec, parse_knobs
+from driple.zoo.optim import OPTIMIZERS
 from driple.errors import DripleError
 
 _MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="setting id of a shipped inspector (see `driple settings`; default: the "
                     "registry's default) or a path to a checkpoint")
     pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    pr.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"], help="default sgd")
+    pr.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
     pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
                     help="model knob, e.g. --set depth=50 (repeatable)")
     pr.add_argument("--plot", metavar="PNG", help="draw the expected periodic series of each resource")
@@ -187,11 +188,11 @@ def run_colocate(args: argparse.Namespace) -> int:
     if len(args.jobs) < 2:
         raise DripleError("give at least two jobs to co-locate")
     predictor = _predictor(args.setting)
-    jobs = [parse_job(text) for text in args.jobs]
+    jobs = [JobSpec.parse(text) for text in args.jobs]
     profiles = {}
     for i, (text, job) in enumerate(zip(args.jobs, jobs)):
-        profile = predictor.predict_job(job["model"], batch_size=job["batch_size"],
-                                        optimizer=job["optimizer"], knobs=job["knobs"])
+        profile = predictor.predict_job(job.model, batch_size=job.batch_size,
+                                        optimizer=job.optimizer, knobs=job.knobs)
         profiles[f"{i + 1}:{text}"] = profile
     capacity = slot_capacity(predictor.setting, cores=args.cores, link_mbps=args.link_mbps)
     report = colocate(profiles, capacity)

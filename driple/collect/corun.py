@@ -25,7 +25,7 @@ Times in ``coruns.csv`` and in :func:`read_corun` are seconds since the co-run's
 earliest start of the jobs' samplers. The jobs are launched together, but each finishes its
 start-up and warm-up at its own pace (seconds apart on a busy host), so the overlap is shorter
 than ``seconds``: measure a few seconds longer than the overlap you need. :func:`read_corun` gives each job's series on that axis,
-ready for :func:`driple.predict.colocate.measured_combined` (measured burst collisions).
+ready for :func:`measured_combined` (measured burst collisions).
 
 Why a process per job: the launcher's signal handling and its emulated cluster (one per
 process, named after the pid) are made for one job per process. On loopback the co-run picks
@@ -52,7 +52,8 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -61,8 +62,9 @@ from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
 from driple.collect.results import ResultTable
 from driple.errors import DripleError
-from driple.metrics import RESOURCES
+from driple.metrics import RESOURCES, UNITS
 from driple.settings import Setting, parse_setting
+from driple.sharing import check_capacity, collision_probability, overload_level
 
 POLL_S = 0.1
 STOP_GRACE_S = 45.0  # a stopped collector kills its ranks (3 s grace) and saves its samples
@@ -289,7 +291,7 @@ def run_corun(
         from driple.collect.netns import require_root
 
         require_root()
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([s.model for s in specs])
     seconds = float(seconds)
@@ -547,7 +549,6 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
           - ["resnet,depth=20,bs=32", "mlp,bs=256"]
           - [{model: resnet, knobs: {depth: 20}, batch_size: 32}, {model: gpt_tiny, batch_size: 16}]
     """
-    from driple.cli.options import parse_job  # the command line's job syntax, shared
     from driple.collect.sweep import read_grid_file
 
     path = Path(path)
@@ -561,10 +562,11 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
         specs = []
         for entry in group:
             try:
-                job = parse_job(entry) if isinstance(entry, str) else dict(entry)
-                if warmup is not None:
-                    job.setdefault("warmup", warmup)
-                specs.append(JobSpec.from_dict(job))
+                default = {} if warmup is None else {"warmup": warmup}
+                if isinstance(entry, str):
+                    specs.append(JobSpec.parse(entry, **default))
+                else:
+                    specs.append(JobSpec.from_dict({**default, **dict(entry)}))
             except (DripleError, TypeError, ValueError) as err:
                 raise DripleError(f"co-run grid {path}: co-run {i}: job {entry!r}: {err}") from err
         coruns.append(specs)
@@ -667,6 +669,170 @@ def _is_number(v) -> bool:
         return not math.isnan(float(v))
     except (TypeError, ValueError):
         return False
+
+
+# -- measured burst collisions ---------------------------------------------------------------------
+
+
+@dataclass
+class MeasuredLoad:
+    """One resource of jobs measured running together, on a common time grid.
+
+    ``collision_fraction``: share of grid points where two or more jobs are above their own
+    burst threshold; ``independent_collision``: what :func:`collision_probability` predicts from
+    the measured duty cycles (a gap between the two means the phases were not independent).
+    Units as :func:`read_corun`'s series (compute % of one core, memory % of host memory, MB/s).
+    """
+
+    resource: str
+    unit: str
+    combined_mean: float
+    collision_fraction: float
+    independent_collision: float
+    duty_cycles: dict
+    mean_loads: dict
+    thresholds: dict
+    capacity: float | None = None
+    utilisation: float | None = None
+    overload_fraction: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class MeasuredColocation:
+    """:func:`measured_combined` result: the window (s), grid step (s) and per-resource loads."""
+
+    jobs: list
+    window_s: tuple
+    dt_s: float
+    n_samples: int
+    resources: dict
+
+    def to_dict(self) -> dict:
+        return {"jobs": list(self.jobs), "window_s": list(self.window_s), "dt_s": self.dt_s,
+                "n_samples": self.n_samples,
+                "resources": {r: load.to_dict() for r, load in self.resources.items()}}
+
+
+def measured_combined(series_by_job: Mapping, capacity: Mapping | None = None, thresholds: Mapping | None = None,
+                      *, t0: float | None = None, t1: float | None = None, dt: float | None = None,
+                      random_state: int | None = 0) -> MeasuredColocation:
+    """Combined mean load, collision and overload fractions of jobs *measured* running together.
+
+    ``series_by_job``: ``{job: {resource: (t, values)}}`` with ``t`` in s on a clock shared by
+    the jobs, or ``{job: DataFrame}`` as returned by :meth:`RawSeries.rates` (index t, columns
+    compute, memory, tx, rx). A value at ``t[k]`` is the rate over ``(t[k-1], t[k]]``, so every
+    series is read on a common grid of step ``dt`` (default: the smallest median sampling step)
+    over the time all jobs were measured (cut to ``[t0, t1]`` when given, e.g. the steady state).
+
+    ``thresholds``: ``{job: {resource: value}}``, a sample above it is in burst. Missing ones
+    are fitted per job and resource on its own samples in the window by the burst/idle labeller
+    (:class:`driple.collect.labeller.BurstIdleLabeller`, 2-means, midpoint of the centres).
+    ``capacity``: ``{resource: capacity}`` as for :func:`driple.predict.colocate.colocate`, for
+    the overload fraction.
+    """
+    import numpy as np
+
+    if not isinstance(series_by_job, Mapping) or len(series_by_job) < 2:
+        raise DripleError("measured_combined needs {job: series} for at least 2 jobs")
+    cap = check_capacity(capacity or {})
+    thresholds = thresholds or {}
+    jobs = [str(j) for j in series_by_job]
+    data = {str(j): _as_series(s, str(j)) for j, s in series_by_job.items()}
+    resources = [r for r in RESOURCES if all(r in data[j] for j in jobs)]
+    if not resources:
+        raise DripleError(f"the jobs share no resource series; each needs some of {list(RESOURCES)}")
+
+    lo = max(data[j][r][0][0] for j in jobs for r in resources)
+    hi = min(data[j][r][0][-1] for j in jobs for r in resources)
+    if t0 is not None:
+        lo = max(lo, float(t0))
+    if t1 is not None:
+        hi = min(hi, float(t1))
+    if dt is None:
+        steps = [np.median(np.diff(data[j][r][0])) for j in jobs for r in resources if len(data[j][r][0]) > 1]
+        dt = float(min(steps)) if steps else 0.0
+    if not dt > 0:
+        raise DripleError(f"the grid step dt must be positive, got {dt}")
+    n = int(np.floor((hi - lo) / dt + 1e-9))
+    if n < 2:
+        raise DripleError(
+            f"the jobs were measured together for {max(hi - lo, 0.0):.3g} s only (window {lo:.3g}..{hi:.3g} s): "
+            "too short, or their clocks are not shared"
+        )
+    grid = lo + dt * (np.arange(n) + 0.5)
+
+    out = {}
+    for r in resources:
+        values, above, thr_of = {}, {}, {}
+        for j in jobs:
+            t, v = data[j][r]
+            on_grid = v[np.minimum(np.searchsorted(t, grid, side="left"), len(t) - 1)]
+            thr = (thresholds.get(j) or {}).get(r)
+            if thr is None:
+                inside = (t > lo) & (t <= hi + dt)
+                thr = _fit_threshold(t[inside], v[inside], r, random_state) if inside.sum() >= 2 else np.inf
+            thr_of[j] = float(thr)
+            values[j] = on_grid
+            above[j] = on_grid > thr
+        total = np.sum([values[j] for j in jobs], axis=0)
+        count = np.sum([above[j] for j in jobs], axis=0)
+        duty = {j: float(above[j].mean()) for j in jobs}
+        load = MeasuredLoad(
+            resource=r,
+            unit=UNITS[r],
+            combined_mean=float(total.mean()),
+            collision_fraction=float((count >= 2).mean()),
+            independent_collision=collision_probability(list(duty.values())),
+            duty_cycles=duty,
+            mean_loads={j: float(values[j].mean()) for j in jobs},
+            thresholds=thr_of,
+        )
+        if r in cap:
+            load.capacity = cap[r]
+            load.utilisation = load.combined_mean / cap[r]
+            load.overload_fraction = float((total > overload_level(cap[r])).mean())
+        out[r] = load
+    return MeasuredColocation(jobs=jobs, window_s=(float(lo), float(hi)), dt_s=float(dt), n_samples=n,
+                              resources=out)
+
+
+def _as_series(s, job: str) -> dict:
+    """``{resource: (t, values)}`` with NaNs dropped and t sorted, from a dict or a DataFrame."""
+    import numpy as np
+
+    if hasattr(s, "columns") and hasattr(s, "index"):
+        t = np.asarray(s.index, dtype=np.float64)
+        s = {c: (t, s[c].to_numpy(dtype=np.float64)) for c in s.columns if c in RESOURCES}
+    if not isinstance(s, Mapping):
+        raise DripleError(f"series of job {job!r} must be {{resource: (t, values)}} or a rates DataFrame")
+    out = {}
+    for r, tv in s.items():
+        if r not in RESOURCES:
+            continue
+        t, v = (np.asarray(x, dtype=np.float64).ravel() for x in tv)
+        if len(t) != len(v):
+            raise DripleError(f"job {job!r} {r}: {len(t)} times for {len(v)} values")
+        ok = np.isfinite(t) & np.isfinite(v)
+        t, v = t[ok], v[ok]
+        if len(t) == 0:
+            raise DripleError(f"job {job!r} has no valid {r} samples")
+        order = np.argsort(t, kind="stable")
+        out[r] = (t[order], v[order])
+    return out
+
+
+def _fit_threshold(t: np.ndarray, v: np.ndarray, resource: str, random_state) -> float:
+    import numpy as np
+
+    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, sample_durations
+
+    w = sample_durations(t)
+    w = np.where(w > 0, w, w[0] if w[0] > 0 else 1.0)  # repeated timestamps: one median step
+    lab = BurstIdleLabeller(random_state=random_state, min_gap=MIN_GAP[resource]).fit(v, w)
+    return float(lab.threshold_)
 
 
 # -- the collector process of one job -------------------------------------------------------------

@@ -178,7 +178,7 @@ def run_sweep(
         grid = load_grid(grid_path)
     setting = parse_setting(setting or grid.get("setting") or _missing_setting())
     seconds = float(seconds or grid.get("seconds") or 10.0)
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([spec.model for spec in grid["jobs"]])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -178,30 +178,17 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
 def build_zoo_input(name: str, batch_size: int | None = None, optimizer: str = "sgd",
                     strategy: Any = "ddp", workers: int | None = None, servers: int | None = None,
                     **kwargs):
-    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options."""
+    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options.
+
+    The model and its batch are built on the meta device (shapes, no memory; see
+    :func:`driple.zoo.build_workload`): the trace reads only shapes, and the graph is the same."""
+    from driple.zoo.registry import build_workload
+
     builder_opts = {k: kwargs.pop(k) for k in ("groups", "grouping", "features", "seed", "vocabulary")
                     if k in kwargs}
-    wl = _shape_only_workload(name, batch_size, kwargs)
-    data = build_input(wl.model, wl.example_batch, loss_fn=wl.loss_fn, optimizer=optimizer,
+    wl = build_workload(name, batch_size, shapes_only=True, **kwargs)
+    data = build_input(wl.model, wl.make_batch(device="meta"), loss_fn=wl.loss_fn, optimizer=optimizer,
                        strategy=strategy, workers=workers, servers=servers, **builder_opts)
     data.summary["model"] = wl.name
     data.summary["family"] = wl.family
     return data
-
-
-def _shape_only_workload(name: str, batch_size: int | None, knobs: dict):
-    """The zoo workload with its model built on the meta device: the trace reads only the shapes
-    of parameters and buffers, and drawing real weights costs more than tracing (GPT-2 small:
-    ~2.7 s of CPU, 0.1 s on meta). The graph is the same; a model that cannot be built on meta
-    is built as :func:`driple.zoo.build_workload` builds it."""
-    from driple.zoo import Workload, build_workload, resolve_config
-    from driple.zoo.registry import build_model, family_of
-
-    config = resolve_config(name, batch_size, **knobs)
-    family = family_of(name)
-    try:
-        model = build_model(family.name, config, device="meta")
-    except Exception:  # noqa: BLE001 — an initialiser without a meta kernel: real weights, as before
-        return build_workload(name, batch_size=batch_size, **knobs)
-    task = family.task(config)
-    return Workload(name, family.name, model, config, task.loss_fn, task)

@@ -99,7 +99,7 @@ class Predictor:
                     knobs: Optional[dict] = None):
         """:meth:`predict` for a zoo name or a user factory ``module:function`` /
         ``file.py:function`` (which returns a workload or an ``nn.Module`` with
-        ``input_shape``; see :mod:`driple.collect.workload`)."""
+        ``input_shape``; see :mod:`driple.zoo.workload`)."""
         if batch_size is not None and int(batch_size) < 1:
             raise DripleError(f"batch size must be at least 1, not {batch_size}")
         workload = _load_workload(model, batch_size, knobs or {})
@@ -170,7 +170,7 @@ def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:
 
 def _load_workload(model: str, batch_size, knobs: dict):
     """The collector's workload loader, with user-code failures turned into clear errors."""
-    from driple.collect.workload import load_workload
+    from driple.zoo.workload import load_workload
 
     try:
         return load_workload(model, batch_size=batch_size, knobs=knobs)

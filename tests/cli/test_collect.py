@@ -7,7 +7,7 @@ import pytest
 
 import driple.collect.launcher as launcher
 from driple.cli import main
-from driple.cli.options import parse_knobs
+from driple.collect.job import parse_knobs
 from driple.collect.results import load_results
 from driple.metrics import METRICS, unit
 

@@ -7,7 +7,7 @@ import pytest
 
 from driple.collect.job import JobSpec, job_id
 from driple.collect.launcher import _is_peer_loss, _last_error, default_timeout, roles
-from driple.collect.workload import ModuleWorkload, load_workload
+from driple.zoo.workload import ModuleWorkload, load_workload
 from driple.errors import DripleError
 from driple.settings import parse_setting
 

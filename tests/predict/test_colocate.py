@@ -5,16 +5,15 @@ import itertools
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from driple.collect.corun import measured_combined
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.predict.colocate import (
     collision_probability,
     colocate,
     host_capacity,
-    measured_combined,
     overload_probability,
     rank_pairs,
 )
@@ -147,35 +146,6 @@ def test_input_errors():
     gpu = prof("G", (90, 0.3, 0.1), (4, 1, 1), (400, 0.02, 0.08), (300, 0.05, 0.15), setting="gpu-ddp-w4-10g")
     with pytest.raises(DripleError, match="mix devices"):
         colocate([A, gpu], CAP)
-
-
-def square(t, period_samples, burst_samples, level, offset=0):
-    k = np.round(t * 100).astype(int)
-    return np.where((k - offset) % period_samples < burst_samples, level, 0.0)
-
-
-def test_measured_combined_by_hand():
-    t = np.arange(201) / 100  # 0 .. 2.00 s at 100 Hz; the grid reads samples 1..200
-    x = square(t, 10, 2, 100.0)  # bursts on samples 0, 1 of every 10: duty 0.2
-    y = square(t, 10, 5, 200.0)  # samples 0..4: duty 0.5, both burst on 0, 1 -> collision 0.2
-    res = measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, capacity={"tx": 250},
-                            thresholds={"x": {"tx": 50.0}, "y": {"tx": 100.0}})
-    assert res.n_samples == 200 and res.dt_s == pytest.approx(0.01)
-    tx = res.resources["tx"]
-    assert list(res.resources) == ["tx"]
-    assert tx.combined_mean == pytest.approx(20.0 + 100.0)
-    assert tx.duty_cycles == pytest.approx({"x": 0.2, "y": 0.5})
-    assert tx.collision_fraction == pytest.approx(0.2)
-    assert tx.independent_collision == pytest.approx(0.1)  # the phases were aligned, not random
-    assert tx.overload_fraction == pytest.approx(0.2)  # 300 > 250 when both burst
-    # thresholds fitted by the labeller (2-means midpoints 50 and 100) give the same answer
-    fitted = measured_combined({"x": {"tx": (t, x)}, "y": pd.DataFrame({"tx": y}, index=t)})
-    assert fitted.resources["tx"].thresholds == pytest.approx({"x": 50.0, "y": 100.0})
-    assert fitted.resources["tx"].collision_fraction == pytest.approx(0.2)
-    # a window cut to the first second keeps 100 samples
-    assert measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, t1=1.0).n_samples == 100
-    with pytest.raises(DripleError, match="too short"):
-        measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t + 5.0, y)}})
 
 
 def test_prediction_matches_measurement_over_all_phase_pairs():

@@ -119,7 +119,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from driple.collect.workload import load_workload, make_optimizer
+    from driple.zoo.optim import make_optimizer
+    from driple.zoo.workload import load_workload
 
     spec = job["spec"]
     # servers run first on a host: a worker's GPU is its local rank among the workers
