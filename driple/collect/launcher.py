@@ -204,7 +204,10 @@ class _Run:
         return env
 
     def _module(self) -> str:
-        return f"driple.collect.workers.{self.setting.strategy}"
+        """The worker module of the setting's strategy (its registration)."""
+        from driple.strategies import get_strategy
+
+        return get_strategy(self.setting.strategy).worker
 
     def _spawn_env(self, hosts) -> None:
         base = self._base_env()

@@ -22,12 +22,12 @@ import torch
 from torch import nn
 
 from driple.errors import DripleError
-from driple.graph.comm import add_ddp_comm, add_ps_comm
 from driple.graph.features import OpVocabulary, default_vocabulary, feature_names, node_table
 from driple.graph.grouping import FluidGrouper
 from driple.graph.opgraph import build_op_graph
 from driple.graph.trace import trace_training_step
 from driple.settings import Setting, parse_setting
+from driple.strategies import find_strategy, get_strategy, strategy_names
 
 #: Graph-level attributes (units): trainable parameters (count), FLOPs per step (GFLOP),
 #: forward output bytes (MB), bytes one worker sends per step (MB), batch size, ops in the graph.
@@ -69,27 +69,22 @@ def _resolve_strategy(strategy: Any, workers: int | None, servers: int | None) -
         return parse_setting(strategy)
     if strategy in (None, "none", "single"):
         return Setting(strategy="ddp", workers=1)
-    if strategy == "ddp":
-        return Setting(strategy="ddp", workers=workers or 2)
-    if strategy == "ps":
-        return Setting(strategy="ps", workers=workers or 2, servers=servers or 1)
-    raise DripleError(
-        f"unknown strategy {strategy!r}; use 'ddp', 'ps', 'none' or a setting id like 'cpu-ddp-w2-lo'"
-    )
+    known = find_strategy(strategy)
+    if known is not None:  # servers only where the strategy has them
+        return Setting(strategy=known.name, workers=workers or 2,
+                       servers=(servers or known.default_servers) if known.default_servers else 0)
+    names = ", ".join(repr(n) for n in (*strategy_names(), "none"))
+    raise DripleError(f"unknown strategy {strategy!r}; use {names} or a setting id like 'cpu-ddp-w2-lo'")
 
 
 def op_graph_for(model: nn.Module, example_batch: Any, loss_fn=None, optimizer: Any = "sgd",
                  strategy: Any = "ddp", workers: int | None = None, servers: int | None = None):
-    """Trace the step and add communication; returns ``(op graph, traced step, setting, comm)``."""
+    """Trace the step and add communication (the setting's strategy's hook, none for a single
+    process); returns ``(op graph, traced step, setting, comm)``."""
     setting = _resolve_strategy(strategy, workers, servers)
     traced = trace_training_step(model, example_batch, loss_fn=loss_fn, optimizer=optimizer)
     graph = build_op_graph(traced)
-    if setting.strategy == "ps":
-        comm = add_ps_comm(graph, traced, setting.servers)
-    elif setting.workers > 1:
-        comm = add_ddp_comm(graph, traced, setting.workers)
-    else:
-        comm = []
+    comm = [] if setting.single_process else get_strategy(setting.strategy).add_comm(graph, traced, setting)
     return graph, traced, setting, comm
 
 
@@ -111,7 +106,8 @@ def build_input(
 
     ``example_batch`` is ``(inputs, targets)`` (or just inputs); ``optimizer`` a name
     (``"sgd"``, ``"adam"``, ``"adamw"``), class, instance or ``params -> optimizer`` function;
-    ``strategy`` ``"ddp"``, ``"ps"``, ``"none"`` or a setting id/:class:`Setting`.
+    ``strategy`` a registered strategy's name (``"ddp"``, ``"ps"``; see :mod:`driple.strategies`),
+    ``"none"`` or a setting id/:class:`Setting`.
     Returns a :class:`torch_geometric.data.Data` (see module docstring).
     """
     from torch_geometric.data import Data
@@ -163,7 +159,7 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
         batch_size=traced.batch_size,
         groups=grouper.n_groups_,
         dropped_ops=grouper.dropped_,
-        strategy=setting.strategy if setting.workers > 1 or setting.strategy == "ps" else "none",
+        strategy="none" if setting.single_process else setting.strategy,
         workers=setting.workers,
         servers=setting.servers,
         optimizer=traced.optimizer,

@@ -118,11 +118,13 @@ DEFAULT_MAX_CONTENTION = 10.0  # % of host CPU used by other processes during a 
 
 
 def graph_setting(setting_id: str) -> str:
-    """The part of a setting id that shapes the graph: ``cpu-ddp-w2-1g`` -> ``ddp-w2``."""
+    """The part of a setting id that shapes the graph (its strategy's ``graph_key``):
+    ``cpu-ddp-w2-1g`` -> ``ddp-w2``."""
     from driple.settings import parse_setting
+    from driple.strategies import get_strategy
 
     s = parse_setting(setting_id)
-    return f"ps-p{s.servers}w{s.workers}" if s.strategy == "ps" else f"ddp-w{s.workers}"
+    return get_strategy(s.strategy).graph_setting(s)
 
 
 def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTENTION

@@ -1,7 +1,8 @@
 """DDP buckets and parameter-server shards added to the op graph."""
 import torch
 
-from driple.graph.comm import ddp_buckets, ps_shards, ready_order
+from driple.graph.comm import ddp_buckets, ready_order
+from driple.strategies.ps import ps_shards
 from driple.graph.opgraph import build_op_graph
 from driple.graph.comm import add_ddp_comm, add_ps_comm
 from driple.graph.trace import trace_training_step

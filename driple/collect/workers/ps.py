@@ -31,7 +31,7 @@ from driple.collect.workers.common import (
     sync,
     write_info,
 )
-from driple.graph.comm import ps_shards  # the input builder's placement, so graph and job agree
+from driple.strategies.ps import ps_shards  # the input builder's placement, so graph and job agree
 
 _SERVER = None  # this process's shard when it is a server
 
