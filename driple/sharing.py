@@ -33,8 +33,9 @@ def overload_level(capacity: float) -> float:
 def check_capacity(capacity: Mapping) -> dict:
     """``{resource: capacity}`` checked (known resources, positive numbers; None left out), in
     the order of the declared resources."""
-    from driple.metrics import RESOURCES as names
+    from driple.metrics import resource_names
 
+    names = resource_names()
     if not isinstance(capacity, Mapping):
         raise DripleError("capacity must be a {resource: capacity} dict, e.g. host_capacity(cores=2, link_mb_s=125)")
     bad = [r for r in capacity if r not in names]

@@ -163,7 +163,7 @@ def models_root(tmp_path_factory):
     import torch
 
     from driple.graph.build import build_input
-    from driple.inspector.predictor import TrainedInspector
+    from driple.inspector.checkpoint import TrainedInspector
     from driple.inspector.model import Inspector
     from driple.inspector.scaling import FeatureScaler, TargetScaler
     from driple.inspector.train import feature_names_for

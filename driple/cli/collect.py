@@ -213,14 +213,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def format_row(row: dict, out: Path) -> str:
     """The 12 metrics with units, then the job's figures, as a small aligned table."""
-    from driple.metrics import METRICS, unit
+    from driple.metrics import target_names, unit
 
     lines = [f"job {row['job_id']}  setting {row['setting']}  status {row['status']}"]
     if row["status"] != "ok":
         lines.append(f"  reason: {row['reason']}")
     else:
         lines.append(f"  {'metric':<24}{'value':>12}  unit")
-        for m in METRICS:
+        for m in target_names():
             lines.append(f"  {m:<24}{row[m]:>12.4g}  {unit(m)}")
         extra = [
             ("iteration time", row["iter_time_mean_s"] * 1e3, f"ms (std {row['iter_time_std_s'] * 1e3:.2f})"),
@@ -340,7 +340,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
 
 def format_corun(row: dict) -> str:
     """A co-run row: its jobs, overlap window and combined mean load per resource."""
-    from driple.metrics import RESOURCES, UNITS
+    from driple.metrics import resources
 
     lines = [f"co-run {row['corun_id']}  setting {row['setting']}  status {row['status']}"]
     if row["status"] != "ok":
@@ -350,12 +350,13 @@ def format_corun(row: dict) -> str:
     if row.get("per_job"):
         lines.append(f"  overlap {row['overlap_start_s']:.2f}..{row['overlap_end_s']:.2f} s "
                      f"({row['overlap_s']:.2f} s measured together)")
-        head = "".join(f"{r:>12}" for r in RESOURCES)
+        names = [r.name for r in resources()]
+        head = "".join(f"{r:>12}" for r in names)
         lines.append(f"  {'mean per worker':<24}{head}")
         for j, means in row["per_job"].items():
-            lines.append(f"  {j[-24:]:<24}" + "".join(f"{means[r]:>12.4g}" for r in RESOURCES))
-        lines.append(f"  {'combined':<24}" + "".join(f"{row[r + '_mean']:>12.4g}" for r in RESOURCES))
-        lines.append(f"  {'unit':<24}" + "".join(f"{UNITS[r]:>12}" for r in RESOURCES))
+            lines.append(f"  {j[-24:]:<24}" + "".join(f"{means[r]:>12.4g}" for r in names))
+        lines.append(f"  {'combined':<24}" + "".join(f"{row[r + '_mean']:>12.4g}" for r in names))
+        lines.append(f"  {'unit':<24}" + "".join(f"{r.unit:>12}" for r in resources()))
     lines.append(f"  wall time {row['duration_s']:.1f} s")
     return "\n".join(lines)
 

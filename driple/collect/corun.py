@@ -62,7 +62,7 @@ from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
 from driple.collect.results import ResultTable
 from driple.errors import DripleError
-from driple.metrics import RESOURCES, UNITS
+from driple.metrics import resource, resource_names
 from driple.settings import Setting, parse_setting
 from driple.sharing import check_capacity, collision_probability, overload_level
 
@@ -72,7 +72,7 @@ MIN_OVERLAP_S = 1.0  # a co-run whose jobs were measured together for less has f
 CORUN_COLUMNS = (
     "corun_id", "setting", "seconds", "n_jobs", "job_ids", "base_job_ids", "models",
     "origin_ns", "overlap_start_s", "overlap_end_s", "overlap_s",
-    *(f"{r}_mean" for r in RESOURCES), "per_job",
+    *(f"{r}_mean" for r in resource_names()), "per_job",
     "status", "reason", "started", "duration_s",
 )
 
@@ -137,7 +137,7 @@ def window_mean(df, t0: float, t1: float) -> dict[str, float]:
     t = df.index.to_numpy(dtype=float)
     inside = (t > t0) & (t <= t1)
     return {r: (float(df[r].to_numpy(dtype=float)[inside].mean()) if inside.any() else math.nan)
-            for r in RESOURCES}
+            for r in resource_names()}
 
 
 def combine(per_job: dict[str, dict[str, dict[str, float]]]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
@@ -150,8 +150,8 @@ def combine(per_job: dict[str, dict[str, dict[str, float]]]) -> tuple[dict[str, 
     for job, workers in per_job.items():
         if not workers:
             raise ValueError(f"job {job} has no worker series")
-        job_means[job] = {r: sum(w[r] for w in workers.values()) / len(workers) for r in RESOURCES}
-    combined = {r: sum(m[r] for m in job_means.values()) for r in RESOURCES}
+        job_means[job] = {r: sum(w[r] for w in workers.values()) / len(workers) for r in resource_names()}
+    combined = {r: sum(m[r] for m in job_means.values()) for r in resource_names()}
     return combined, job_means
 
 
@@ -173,7 +173,7 @@ def measure(raws: dict, per_ranks: dict) -> dict:
     origin = min(int(s.start_ns) for s in raws.values())
     ov = overlap_window([job_window(per_ranks[j]) for j in raws])
     out = {"origin_ns": origin, "overlap_ns": ov, "overlap_s": None,
-           "combined": {r: math.nan for r in RESOURCES}, "job_means": {}}
+           "combined": {r: math.nan for r in resource_names()}, "job_means": {}}
     if ov is None:
         return out
     t0, t1 = (ov[0] - origin) / 1e9, (ov[1] - origin) / 1e9
@@ -194,7 +194,7 @@ def corun_row(cid: str, setting: Setting, seconds: float, jobs: list[dict], meas
         "job_ids": [j["job_id"] for j in jobs], "base_job_ids": [j.get("base_job_id") for j in jobs],
         "models": [j.get("model") for j in jobs],
         "origin_ns": None, "overlap_start_s": math.nan, "overlap_end_s": math.nan, "overlap_s": 0.0,
-        **{f"{r}_mean": math.nan for r in RESOURCES}, "per_job": {},
+        **{f"{r}_mean": math.nan for r in resource_names()}, "per_job": {},
         "status": status, "reason": reason,
         "started": started.isoformat(timespec="seconds"), "duration_s": round(duration_s, 3),
     }
@@ -741,9 +741,9 @@ def measured_combined(series_by_job: Mapping, capacity: Mapping | None = None, t
     thresholds = thresholds or {}
     jobs = [str(j) for j in series_by_job]
     data = {str(j): _as_series(s, str(j)) for j, s in series_by_job.items()}
-    resources = [r for r in RESOURCES if all(r in data[j] for j in jobs)]
+    resources = [r for r in resource_names() if all(r in data[j] for j in jobs)]
     if not resources:
-        raise DripleError(f"the jobs share no resource series; each needs some of {list(RESOURCES)}")
+        raise DripleError(f"the jobs share no resource series; each needs some of {list(resource_names())}")
 
     lo = max(data[j][r][0][0] for j in jobs for r in resources)
     hi = min(data[j][r][0][-1] for j in jobs for r in resources)
@@ -782,7 +782,7 @@ def measured_combined(series_by_job: Mapping, capacity: Mapping | None = None, t
         duty = {j: float(above[j].mean()) for j in jobs}
         load = MeasuredLoad(
             resource=r,
-            unit=UNITS[r],
+            unit=resource(r).unit,
             combined_mean=float(total.mean()),
             collision_fraction=float((count >= 2).mean()),
             independent_collision=collision_probability(list(duty.values())),
@@ -805,12 +805,12 @@ def _as_series(s, job: str) -> dict:
 
     if hasattr(s, "columns") and hasattr(s, "index"):
         t = np.asarray(s.index, dtype=np.float64)
-        s = {c: (t, s[c].to_numpy(dtype=np.float64)) for c in s.columns if c in RESOURCES}
+        s = {c: (t, s[c].to_numpy(dtype=np.float64)) for c in s.columns if c in resource_names()}
     if not isinstance(s, Mapping):
         raise DripleError(f"series of job {job!r} must be {{resource: (t, values)}} or a rates DataFrame")
     out = {}
     for r, tv in s.items():
-        if r not in RESOURCES:
+        if r not in resource_names():
             continue
         t, v = (np.asarray(x, dtype=np.float64).ravel() for x in tv)
         if len(t) != len(v):
@@ -827,11 +827,12 @@ def _as_series(s, job: str) -> dict:
 def _fit_threshold(t: np.ndarray, v: np.ndarray, resource: str, random_state) -> float:
     import numpy as np
 
-    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, sample_durations
+    from driple.collect.labeller import BurstIdleLabeller, sample_durations
+    from driple.metrics import resource as declared
 
     w = sample_durations(t)
     w = np.where(w > 0, w, w[0] if w[0] > 0 else 1.0)  # repeated timestamps: one median step
-    lab = BurstIdleLabeller(random_state=random_state, min_gap=MIN_GAP[resource]).fit(v, w)
+    lab = BurstIdleLabeller(random_state=random_state, min_gap=declared(resource).min_gap).fit(v, w)
     return float(lab.threshold_)
 
 

@@ -36,7 +36,7 @@ from typing import Mapping
 import numpy as np
 
 from driple.errors import DripleError
-from driple.metrics import RESOURCES, UNITS
+from driple.metrics import resource, resources
 from driple.predict.profile import ResourceProfile
 from driple.sharing import check_capacity, collision_probability, overload_level
 
@@ -52,13 +52,10 @@ def host_capacity(cores: float | None = None, link_mb_s: float | None = None, me
     (%); ``link_mb_s``: link rate in MB/s (1 Gbit/s = 125 MB/s) -> TX and RX; ``memory_pct``:
     memory capacity in % of host memory. Left-out resources (None) are not checked for overload.
     """
-    cap = {}
-    if cores is not None:
-        cap["compute"] = 100.0 * float(cores)
-    cap["memory"] = float(memory_pct)
-    if link_mb_s is not None:
-        cap["tx"] = cap["rx"] = float(link_mb_s)
-    return check_capacity(cap)
+    amounts = {"cores": None if cores is None else 100.0 * float(cores), "memory": float(memory_pct),
+               "link": None if link_mb_s is None else float(link_mb_s)}
+    # each resource's capacity is counted in what its declaration says (driple.metrics)
+    return check_capacity({r.name: amounts.get(r.capacity) for r in resources()})
 
 
 def _states(burst: np.ndarray, idle: np.ndarray, duty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +193,7 @@ def colocate(profiles, capacity: Mapping, max_overload: float = MAX_OVERLOAD) ->
         )
     names = list(named)
     loads = {}
-    for r in RESOURCES:
+    for r in (decl.name for decl in resources()):
         shapes = [named[n].shape(r) for n in names]
         b = np.array([s.burst_amount for s in shapes])
         a = np.array([s.idle_level for s in shapes])
@@ -204,7 +201,7 @@ def colocate(profiles, capacity: Mapping, max_overload: float = MAX_OVERLOAD) ->
         means = {n: s.mean_load for n, s in zip(names, shapes)}
         load = ResourceLoad(
             resource=r,
-            unit=UNITS[r],
+            unit=resource(r).unit,
             combined_mean=float(sum(means.values())),
             peak_demand=float(np.maximum(a, b).sum()),
             collision_probability=collision_probability(d),

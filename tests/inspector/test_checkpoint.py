@@ -4,7 +4,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import TrainedInspector, load_inspector
+from driple.inspector.checkpoint import TrainedInspector, load_inspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 
 
@@ -83,18 +83,3 @@ def test_feature_set_and_vocabulary_mismatch(make_predictor, tiny_graph, tmp_pat
         loaded.predict(g)
     with pytest.raises(DripleError, match="feature set"):
         load_inspector(str(tmp_path / "m"), feature_set="rich")
-
-
-def test_predict_zoo_builds_with_the_checkpoint_options(make_predictor):
-    pytest.importorskip("driple.zoo")
-    from driple.graph.features import default_vocabulary
-    from driple.metrics import METRICS
-
-    predictor, _ = make_predictor()
-    predictor.info.update(vocab_digest=default_vocabulary().digest,
-                          builder={"groups": 6, "grouping": "uniform", "features": "driple"})
-    out = predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
-    assert list(out) == list(METRICS) and all(np.isfinite(v) for v in out.values())
-    predictor.info["setting"] = None
-    with pytest.raises(DripleError, match="strategy"):
-        predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)

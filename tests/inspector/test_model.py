@@ -211,7 +211,7 @@ def test_fused_frozen_inputs_and_reused_buffers(tiny_graph):
 def test_batch_paths_and_predict_agree(tiny_graph):
     """PyG batch, GraphBatch of raw graphs, of prepared graphs and TrainedInspector.predict
     (which stacks raw graphs itself) give the same predictions."""
-    from driple.inspector.predictor import TrainedInspector
+    from driple.inspector.checkpoint import TrainedInspector
     from driple.inspector.scaling import FeatureScaler, TargetScaler
 
     torch.manual_seed(0)

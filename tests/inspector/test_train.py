@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.train import TrainOptions, fit, masked_mse
 

@@ -97,7 +97,7 @@ def test_finetune_with_and_without_cache_agree(dataset):
 
 
 def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
-    from driple.inspector.predictor import load_inspector
+    from driple.inspector.checkpoint import load_inspector
     from driple.inspector.splits import random_split
     from driple.inspector.train import train_inspector
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import METRICS, target_names
 from driple.predict.predictor import Predictor, resize_batch
 
 
@@ -65,6 +65,21 @@ def test_predict_job_zoo_and_user_factory(predictor, tmp_path, monkeypatch):
         predictor.predict_job("mymodels:build")
     with pytest.raises(DripleError, match="at least 1"):
         predictor.predict_job("mlp", batch_size=0)
+
+
+def test_predict_zoo_builds_with_the_checkpoint_options(predictor):
+    graph = predictor.build_graph(*_mlp_step())
+    assert graph.feature_set == "driple" and graph.num_groups <= 8  # the registry's builder options
+    prof = predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+    assert list(prof.metrics) == list(target_names()) and all(np.isfinite(list(prof.metrics.values())))
+    predictor.inspector.info["setting"] = None
+    with pytest.raises(DripleError, match="no single setting"):
+        predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+
+
+def _mlp_step():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3))
+    return model, (torch.randn(4, 8), torch.randint(0, 3, (4,)))
 
 
 def test_resize_batch():
