@@ -50,13 +50,13 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from driple.cli.predict import slot_capacity
     from driple.collect.corun import load_coruns, measured_combined, read_corun
     from driple.collect.results import load_results
     from driple.errors import DripleError
     from driple.inspector.dataset import job_config
     from driple.metrics import METRICS, RESOURCES
     from driple.predict import colocate as co
+    from driple.predict.colocate import slot_capacity
     from driple.predict.predictor import Predictor
     from driple.predict.profile import ResourceProfile
 

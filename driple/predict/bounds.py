@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from driple.metrics import LINK_RATE, TRAINING_MAX, resources, targets
+from driple.predict.formatting import format_number
 
 
 def caps(setting: str, high: Optional[Sequence[float]] = None) -> dict:
@@ -70,17 +71,13 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tu
             m, v = t.name, row[j]
             floor = known[j] and t.raise_to_training_min and v < low[j]
             if known[j] and (v > high[j] * 1.05 or v < low[j] * 0.95):
-                shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
-                notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
-                                f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
+                shown = f" (shown as {format_number(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
+                notes[i].append(f"{m} {format_number(v)}{shown} lies outside the training jobs' range "
+                                f"[{format_number(low[j])}, {format_number(high[j])}]: an extrapolation")
             if m in upper and v > upper[m][0]:
-                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m][0])}: {upper[m][1]}")
+                notes[i].append(f"{m} {format_number(v)} clipped to {format_number(upper[m][0])}: {upper[m][1]}")
                 row[j] = upper[m][0]
             if floor:
                 row[j] = low[j]  # no measured phase was shorter (one sample is 10 ms at 100 Hz)
         np.clip(row, 0.0, None, out=row)
     return values, notes
-
-
-def _num(v: float) -> str:
-    return f"{v:.3g}"

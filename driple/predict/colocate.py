@@ -37,6 +37,7 @@ import numpy as np
 
 from driple.errors import DripleError
 from driple.metrics import resource, resources
+from driple.predict.formatting import format_amount, format_percent
 from driple.predict.profile import ResourceProfile
 from driple.sharing import check_capacity, collision_probability, overload_level
 
@@ -56,6 +57,23 @@ def host_capacity(cores: float | None = None, link_mb_s: float | None = None, me
                "link": None if link_mb_s is None else float(link_mb_s)}
     # each resource's capacity is counted in what its declaration says (driple.metrics)
     return check_capacity({r.name: amounts.get(r.capacity) for r in resources()})
+
+
+def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None) -> dict:
+    """Capacity of one worker slot in the metrics' units: the metrics are per worker, and jobs
+    co-located in a setting put one worker in each slot. On loopback the host's cores and
+    memory are split between the setting's workers (2 workers on 2 cores: 1 core and 50 % of
+    memory per slot); with emulated links each worker has its host's link to itself."""
+    import os
+
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting_id)
+    ranks_here = s.workers + s.servers if s.network == "lo" else 1
+    host = host_cores or os.cpu_count() or 1
+    slot_cores = cores if cores is not None else max(host / max(ranks_here, 1), 0.01)
+    link = link_mbps if link_mbps is not None else (s.link_bps / 8e6 if s.link_bps else None)
+    return host_capacity(cores=slot_cores, link_mb_s=link, memory_pct=100.0 / ranks_here)
 
 
 def _states(burst: np.ndarray, idle: np.ndarray, duty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,23 +259,23 @@ def _judge(loads: dict, max_overload: float) -> tuple[str, str, str | None]:
     if over:
         w = max(over, key=lambda ld: ld.utilisation)
         return "does not fit", (
-            f"does not fit: combined mean {w.resource} {_amt(w.combined_mean, w.unit)} exceeds its "
-            f"capacity {_amt(w.capacity, w.unit)} ({_pc(w.utilisation)}), so the jobs slow down whatever "
+            f"does not fit: combined mean {w.resource} {format_amount(w.combined_mean, w.unit)} exceeds its "
+            f"capacity {format_amount(w.capacity, w.unit)} ({format_percent(w.utilisation)}), so the jobs slow down whatever "
             "their phases"
         ), w.resource
     w = max(checked, key=lambda ld: (ld.overload_probability, ld.utilisation))
     u = max(checked, key=lambda ld: ld.utilisation)
-    mean_txt = f"mean load at most {_pc(u.utilisation)} of capacity ({u.resource})"
+    mean_txt = f"mean load at most {format_percent(u.utilisation)} of capacity ({u.resource})"
     if w.overload_probability > max_overload:
         return "contends", (
-            f"contends: {w.resource} demand exceeds {_amt(w.capacity, w.unit)} {_pc(w.overload_probability)} "
-            f"of the time (bursts collide {_pc(w.collision_probability)}); {mean_txt}"
+            f"contends: {w.resource} demand exceeds {format_amount(w.capacity, w.unit)} {format_percent(w.overload_probability)} "
+            f"of the time (bursts collide {format_percent(w.collision_probability)}); {mean_txt}"
         ), w.resource
     if w.overload_probability > 0:
-        tail = f"worst {w.resource} overloaded {_pc(w.overload_probability)} of the time"
+        tail = f"worst {w.resource} overloaded {format_percent(w.overload_probability)} of the time"
     else:
         c = max(checked, key=lambda ld: ld.collision_probability)
-        tail = f"no resource is ever overloaded (bursts collide at most {_pc(c.collision_probability)}, {c.resource})"
+        tail = f"no resource is ever overloaded (bursts collide at most {format_percent(c.collision_probability)}, {c.resource})"
     return "packs well", f"packs well: {tail}; {mean_txt}", w.resource
 
 
@@ -278,12 +296,3 @@ def _named(profiles) -> dict:
     if bad:
         raise DripleError(f"not ResourceProfile objects: {bad}")
     return named
-
-
-def _pc(x: float) -> str:
-    p = 100 * x
-    return f"{p:.1f}%" if 0 < p < 1 else f"{p:.0f}%"
-
-
-def _amt(x: float, unit: str) -> str:
-    return f"{x:.3g}%" if unit == "%" else f"{x:.3g} {unit}"

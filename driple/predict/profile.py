@@ -44,6 +44,7 @@ import numpy as np
 from driple.errors import DripleError
 from driple.metrics import resource as declared_resource
 from driple.metrics import resource_names, resources, target_names, targets, unit
+from driple.predict.formatting import format_amount, format_duration, format_number, format_percent
 
 PROFILE_SCHEMA = "driple-profile/1"
 
@@ -301,7 +302,7 @@ class ResourceProfile:
     # ----- words -----
 
     def _amount_words(self, resource: str, value: float) -> str:
-        return declared_resource(resource).words(_num(value), self.device)
+        return declared_resource(resource).words(format_number(value), self.device)
 
     def describe_resource(self, resource: str) -> str:
         """One plain sentence about one resource (numbers rounded to 3 significant digits)."""
@@ -312,8 +313,8 @@ class ResourceProfile:
         level = decl.level_on.get(self.device)
         if level and s.idle_level == s.burst_amount:
             return (
-                f"{decl.title} holds up to {amount} ({level}; peak level {_pct(s.duty_cycle)} of the "
-                f"time, cycle {_dur(s.period_s)})"
+                f"{decl.title} holds up to {amount} ({level}; peak level {format_percent(s.duty_cycle)} of the "
+                f"time, cycle {format_duration(s.period_s)})"
             )
         if s.duty_cycle <= 0.0:
             return f"{decl.title} idle (at {self._amount_words(resource, s.idle_level)})"
@@ -321,8 +322,8 @@ class ResourceProfile:
             return f"{decl.title} busy all the time at {amount}"
         idle = "" if s.idle_level == 0 else f" (idle level {self._amount_words(resource, s.idle_level)})"
         return (
-            f"{decl.title} busy {_pct(s.duty_cycle)} of the time in {_dur(s.burst_duration_s)} bursts at "
-            f"{amount}, idle {_dur(s.idle_duration_s)} between{idle}; mean {mean}"
+            f"{decl.title} busy {format_percent(s.duty_cycle)} of the time in {format_duration(s.burst_duration_s)} bursts at "
+            f"{amount}, idle {format_duration(s.idle_duration_s)} between{idle}; mean {mean}"
         )
 
     def describe(self) -> str:
@@ -330,7 +331,7 @@ class ResourceProfile:
         bursts at 410 MB/s, idle 223 ms between; mean 144 MB/s``, then one per job-level target
         (``step time 0.25 s``)."""
         lines = [self.describe_resource(r) for r in resource_names()]
-        lines += [f"{t.label} {_num(self.metrics[t.name])} {t.unit}" for t in targets() if t.resource is None]
+        lines += [f"{t.label} {format_number(self.metrics[t.name])} {t.unit}" for t in targets() if t.resource is None]
         return "\n".join(lines)
 
     def summary(self) -> str:
@@ -347,7 +348,7 @@ class ResourceProfile:
             if 0.0 < net.duty_cycle < 1.0:
                 words += (
                     f"; its network ({r.short}) bursts at {self._amount_words(r.name, net.burst_amount)} for "
-                    f"{_dur(net.burst_duration_s)} every {_dur(net.period_s)}"
+                    f"{format_duration(net.burst_duration_s)} every {format_duration(net.period_s)}"
                 )
         return words + "."
 
@@ -373,10 +374,10 @@ def plot_profile(profile: ResourceProfile, path, seconds: float = 2.0, hz: float
         r = decl.name
         s = profile.shape(r)
         ax.plot(t, series[r], drawstyle="steps-post", color="C0", lw=1.2)
-        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {_amount(s.mean_load, decl.unit)}")
+        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {format_amount(s.mean_load, decl.unit)}")
         iv = (profile.intervals or {}).get(f"{r}_burst_amount")
         if iv is not None:
-            cov = f"{_pct(profile.nominal_coverage)} " if profile.nominal_coverage else ""
+            cov = f"{format_percent(profile.nominal_coverage)} " if profile.nominal_coverage else ""
             ax.axhspan(iv[0], iv[1], color="C0", alpha=0.12, lw=0, label=f"burst amount {cov}interval")
         ax.set_ylabel(decl.axis_label.get(profile.device, f"{decl.short} ({decl.unit})"))
         top = max(s.burst_amount, iv[1] if iv is not None else 0.0)
@@ -400,27 +401,3 @@ def _finite(v, what: str) -> float:
     if not math.isfinite(x):
         raise DripleError(f"{what} must be finite, got {x}")
     return x
-
-
-def _num(x: float) -> str:
-    """3 significant digits, no exponent for everyday magnitudes: 410, 97.5, 2.48, 0.0123."""
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:.0f}"
-    return f"{x:.3g}"
-
-
-def _amount(x: float, unit: str) -> str:
-    return f"{_num(x)}%" if unit == "%" else f"{_num(x)} {unit}"
-
-
-def _pct(fraction: float) -> str:
-    """Percent, whole numbers except below 1%: 35%, 0.4%."""
-    p = 100 * fraction
-    return f"{p:.1f}%" if 0 < p < 1 else f"{p:.0f}%"
-
-
-def _dur(seconds: float) -> str:
-    """Milliseconds below 1 s (120 ms, 9.5 ms), else seconds (1.53 s)."""
-    return f"{_num(seconds * 1000)} ms" if seconds < 1 else f"{seconds:.2f} s"

@@ -16,6 +16,7 @@ from driple.predict.colocate import (
     host_capacity,
     overload_probability,
     rank_pairs,
+    slot_capacity,
 )
 from driple.predict.profile import ResourceProfile
 
@@ -164,3 +165,9 @@ def test_prediction_matches_measurement_over_all_phase_pairs():
     assert meas.resources["tx"].collision_fraction == pytest.approx(0.3 * 5 / 13)
     assert meas.resources["tx"].overload_fraction == pytest.approx(pred.resources["tx"].overload_probability)
     assert meas.resources["tx"].combined_mean == pytest.approx(pred.resources["tx"].combined_mean)
+
+
+def test_slot_capacity():
+    assert slot_capacity("cpu-ddp-w2-lo", host_cores=2) == {"compute": 100.0, "memory": 50.0}
+    cap = slot_capacity("cpu-ps-p1w2-1g", host_cores=2)
+    assert cap["tx"] == cap["rx"] == 125.0 and cap["compute"] == 200.0 and cap["memory"] == 100.0
