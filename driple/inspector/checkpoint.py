@@ -176,7 +176,7 @@ class TrainedInspector:
                                 else torch.ones(g.edge_index.size(1)) for g in chunk])
             with torch.inference_mode(), flush_denormals():
                 batch = GraphBatch.from_edges(
-                    fs.transform_x(torch.cat([fs._check(g.x) for g in chunk])),
+                    fs.transform_x(torch.cat([fs.check_width(g.x) for g in chunk])),
                     [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],
                     fs.transform_edge_weight(weight), attr)
                 outs.append(run_batch(self.model, batch))

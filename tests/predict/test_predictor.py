@@ -67,6 +67,21 @@ def test_predict_job_zoo_and_user_factory(predictor, tmp_path, monkeypatch):
         predictor.predict_job("mlp", batch_size=0)
 
 
+def test_huge_batches_are_traced_as_shapes(predictor, tiny_mlp, tmp_path):
+    """10^7 samples of 1000 floats would be 40 GB: a prediction makes only their shapes (meta
+    tensors), so it runs at any batch size, as fast as at batch 4."""
+    code = tmp_path / "wide.py"
+    code.write_text("import torch\n"
+                    "def build(batch_size=None):\n    m = torch.nn.Linear(1000, 2)\n"
+                    "    m.input_shape = (1000,)\n    return m\n")
+    assert "batch 10000000" in predictor.predict_job(f"{code}:build", batch_size=10**7).model
+    prof = predictor.predict_zoo("mlp", batch_size=10**7, input_dim=1000, hidden=16, layers=1)
+    assert "batch 10000000" in prof.model
+    assert "batch 100000000" in predictor.predict(tiny_mlp(), torch.randn(4, 8), batch_size=10**8).model
+    graph = predictor.build_graph(tiny_mlp(), torch.empty(10**9, 8, device="meta"))
+    assert graph.summary["batch_size"] == 10**9
+
+
 def test_predict_zoo_builds_with_the_checkpoint_options(predictor):
     graph = predictor.build_graph(*_mlp_step())
     assert graph.feature_set == "driple" and graph.num_groups <= 8  # the registry's builder options
@@ -87,6 +102,8 @@ def test_resize_batch():
     bx, by = resize_batch((x, y), 7)
     assert bx.shape == (7, 1) and by.tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert resize_batch({"a": x}, 2)["a"].shape == (2, 1)
+    mx, my = resize_batch((x, y), 10**9, device="meta")  # shapes only: nothing allocated
+    assert mx.is_meta and my.is_meta and mx.shape == (10**9, 1) and my.dtype == y.dtype
     with pytest.raises(DripleError, match="different first dimensions"):
         resize_batch((x, torch.zeros(5)), 4)
     with pytest.raises(DripleError, match="at least 1"):
