@@ -48,8 +48,7 @@ class Setting:
             raise DripleError(f"unknown strategy {self.strategy!r}; use {describe_strategies()}")
         if self.workers < 1:
             raise DripleError("a setting needs at least one worker")
-        if strategy.validate is not None:
-            strategy.validate(self)
+        strategy.check(self)
         if self.network != "lo" and not re.fullmatch(r"\d+[mg]", self.network):
             raise DripleError(
                 f"unknown network {self.network!r}; use 'lo' or a link rate such as 100m, 1g, 10g"

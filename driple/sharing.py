@@ -7,11 +7,34 @@ other. Capacities are ``{resource: capacity}`` in the resources' units (:mod:`dr
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from driple.errors import DripleError
+
+
+@dataclass(kw_only=True)
+class SharedLoad:
+    """One resource shared by jobs, amounts in the resource's unit: what a prediction
+    (:class:`driple.predict.colocate.ResourceLoad`) and a measurement
+    (:class:`driple.collect.corun.MeasuredLoad`) both say.
+
+    ``combined_mean``: the sum of the jobs' mean loads; ``duty_cycles`` / ``mean_loads``: per
+    job; ``utilisation`` = combined mean / ``capacity`` (both None without a capacity).
+    """
+
+    resource: str
+    unit: str
+    combined_mean: float
+    duty_cycles: dict
+    mean_loads: dict
+    capacity: Optional[float] = None
+    utilisation: Optional[float] = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def collision_probability(duty_cycles: Sequence[float]) -> float:

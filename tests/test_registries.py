@@ -32,9 +32,9 @@ def gossip(graph, traced, setting):
     return [{"params": list(range(len(traced.param_bytes))), "bytes": total}]
 
 
-def no_servers(setting):
-    if setting.servers:
-        raise DripleError("a toy setting has no servers")
+def at_most_8_workers(setting):
+    if setting.workers > 8:
+        raise DripleError("gossip among more than 8 workers is not a toy")
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def toy_strategy():
     register_strategy(Strategy(name="toy", description="gossip", ranks_id="w{workers}",
                                graph_key="toy-w{workers}", comm=gossip,
                                worker="driple.collect.workers.ddp",  # DDP's worker runs it for real
-                               comm_units="gossip rounds", validate=no_servers))
+                               comm_units="gossip rounds", validate=at_most_8_workers))
     yield
     unregister_strategy("toy")
 
@@ -66,8 +66,12 @@ def test_a_toy_strategy_is_a_setting_a_graph_and_a_cache_key(toy_strategy, capsy
 
     s = parse_setting("cpu-toy-w3-1g")
     assert (s.strategy, s.workers, s.servers, s.link_bps) == ("toy", 3, 0, 1e9) and s.id == "cpu-toy-w3-1g"
-    with pytest.raises(DripleError, match="a toy setting has no servers"):
+    with pytest.raises(DripleError, match="a toy setting has no parameter servers"):
         parse_setting("cpu-toy-p1w3-1g")
+    with pytest.raises(DripleError, match="toy is always synchronous; '-async' applies to 'ps' settings only"):
+        parse_setting("cpu-toy-w3-1g-async")
+    with pytest.raises(DripleError, match="more than 8 workers"):
+        parse_setting("cpu-toy-w9-1g")
     with pytest.raises(DripleError, match=r"use 'ddp' \(all-reduce\), 'ps' \(parameter server\) or 'toy' \(gossip\)"):
         Setting(strategy="fsdp")
     assert graph_setting("cpu-toy-w3-1g") == graph_setting("cpu-toy-w3-lo") == "toy-w3"
@@ -143,7 +147,7 @@ def test_the_launcher_starts_the_registered_worker(toy_strategy, tmp_path):
     from driple.collect.job import JobSpec
 
     workloads = Path(__file__).resolve().parent / "collect" / "conftest.py"
-    spec = JobSpec(model=f"{workloads}:tiny_mlp", batch_size=8, knobs={"width": 64}, warmup=2, iterations=5)
-    result = run_job(spec, "cpu-toy-w2-lo", seconds=1, out_dir=tmp_path, timeout=120)
+    spec = JobSpec(model=f"{workloads}:tiny_mlp", batch_size=16, knobs={"width": 256}, warmup=3)
+    result = run_job(spec, "cpu-toy-w2-lo", seconds=3, out_dir=tmp_path, timeout=120)
     assert result.ok, result.row.get("reason")
-    assert result.row["setting"] == "cpu-toy-w2-lo" and result.row["iterations"] == 5
+    assert result.row["setting"] == "cpu-toy-w2-lo" and result.row["iterations"] >= 10

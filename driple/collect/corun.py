@@ -52,7 +52,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,7 +64,7 @@ from driple.collect.results import ResultTable
 from driple.errors import DripleError
 from driple.metrics import resource, resource_names
 from driple.settings import Setting, parse_setting
-from driple.sharing import check_capacity, collision_probability, overload_level
+from driple.sharing import SharedLoad, check_capacity, collision_probability, overload_level
 
 POLL_S = 0.1
 STOP_GRACE_S = 45.0  # a stopped collector kills its ranks (3 s grace) and saves its samples
@@ -674,30 +674,21 @@ def _is_number(v) -> bool:
 # -- measured burst collisions ---------------------------------------------------------------------
 
 
-@dataclass
-class MeasuredLoad:
-    """One resource of jobs measured running together, on a common time grid.
-
-    ``collision_fraction``: share of grid points where two or more jobs are above their own
-    burst threshold; ``independent_collision``: what :func:`collision_probability` predicts from
-    the measured duty cycles (a gap between the two means the phases were not independent).
-    Units as :func:`read_corun`'s series (compute % of one core, memory % of host memory, MB/s).
+@dataclass(kw_only=True)
+class MeasuredLoad(SharedLoad):
+    """One resource of jobs measured running together, on a common time grid (fields of
+    :class:`~driple.sharing.SharedLoad`, and): ``collision_fraction``, the share of grid points
+    where two or more jobs are above their own burst ``thresholds``; ``independent_collision``,
+    what :func:`~driple.sharing.collision_probability` predicts from the measured duty cycles (a
+    gap between the two means the phases were not independent); ``overload_fraction``, the
+    share of grid points whose summed demand exceeds the capacity. Units as :func:`read_corun`'s
+    series (compute % of one core, memory % of host memory, MB/s).
     """
 
-    resource: str
-    unit: str
-    combined_mean: float
     collision_fraction: float
     independent_collision: float
-    duty_cycles: dict
-    mean_loads: dict
     thresholds: dict
-    capacity: float | None = None
-    utilisation: float | None = None
     overload_fraction: float | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

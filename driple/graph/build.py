@@ -71,8 +71,7 @@ def _resolve_strategy(strategy: Any, workers: int | None, servers: int | None) -
         return Setting(strategy="ddp", workers=1)
     known = find_strategy(strategy)
     if known is not None:  # servers only where the strategy has them
-        return Setting(strategy=known.name, workers=workers or 2,
-                       servers=(servers or known.default_servers) if known.default_servers else 0)
+        return Setting(strategy=known.name, workers=workers or 2, servers=(servers or 1) if known.servers else 0)
     names = ", ".join(repr(n) for n in (*strategy_names(), "none"))
     raise DripleError(f"unknown strategy {strategy!r}; use {names} or a setting id like 'cpu-ddp-w2-lo'")
 

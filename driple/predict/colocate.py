@@ -30,7 +30,7 @@ while jobs really ran together, to check these predictions.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -39,7 +39,7 @@ from driple.errors import DripleError
 from driple.metrics import resource, resources
 from driple.predict.formatting import format_amount, format_percent
 from driple.predict.profile import ResourceProfile
-from driple.sharing import check_capacity, collision_probability, overload_level
+from driple.sharing import SharedLoad, check_capacity, collision_probability, overload_level
 
 MAX_JOBS = 16  # exact overload over 2^n states; 65,536 states x 4 resources is still instant
 MAX_OVERLOAD = 0.05  # default: a pair "packs well" when no resource is overloaded > 5% of the time
@@ -97,28 +97,17 @@ def overload_probability(burst_levels, duty_cycles, capacity: float, idle_levels
     return float(prob[demand > overload_level(capacity)].sum())
 
 
-@dataclass
-class ResourceLoad:
-    """One resource shared by the jobs (amounts in the resource's unit).
-
-    ``utilisation`` = combined mean / capacity; ``peak_demand`` = all jobs in burst at once;
-    ``overload_probability`` / ``expected_excess``: None without a capacity.
+@dataclass(kw_only=True)
+class ResourceLoad(SharedLoad):
+    """One resource shared by the jobs, as predicted (fields of :class:`SharedLoad`, and):
+    ``peak_demand`` = all jobs in burst at once; ``collision_probability`` under independent
+    random phases; ``overload_probability`` / ``expected_excess``: None without a capacity.
     """
 
-    resource: str
-    unit: str
-    combined_mean: float
     peak_demand: float
     collision_probability: float
-    duty_cycles: dict
-    mean_loads: dict
-    capacity: float | None = None
-    utilisation: float | None = None
     overload_probability: float | None = None
     expected_excess: float | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

@@ -1,13 +1,12 @@
 """Parameter server: P servers own the parameters in shards, W workers push gradients to them
 and pull fresh parameters back (``torch.distributed.rpc``), synchronously or not. Settings
-``<device>-ps-p<P>w<W>-<network>[-async]``.
+``<device>-ps-p<P>w<W>-<network>[-async]``: at least one server.
 
 :func:`ps_shards` is the one placement of parameters on servers: the graph builder's
 communication nodes and the collector's servers both use it, so graph and job agree.
 """
 from __future__ import annotations
 
-from driple.errors import DripleError
 from driple.strategies.registry import Strategy, register_strategy
 
 
@@ -24,20 +23,15 @@ def ps_shards(param_bytes: list[int], servers: int) -> list[int]:
     return owner
 
 
-def validate(setting) -> None:
-    """A parameter-server setting needs at least one server."""
-    if setting.servers < 1:
-        raise DripleError("a parameter-server setting needs at least one server (p1, p2, ...)")
-
-
 PS = register_strategy(Strategy(
     name="ps",
     description="parameter server",
+    title="parameter-server",
     ranks_id="p{servers}w{workers}",
     graph_key="ps-p{servers}w{workers}",
     comm="driple.graph.comm:ps_comm",
     worker="driple.collect.workers.ps",
     comm_units="server shards",
-    default_servers=1,
-    validate=validate,
+    servers=True,
+    asynchronous=True,
 ))

@@ -42,10 +42,13 @@ class Strategy:
             entry per bucket/shard); a function or ``"module:function"``.
         worker: Module every rank runs as ``python -m <worker> --job JOB.json``.
         comm_units: What the entries ``comm`` returns are, in words (``all-reduce buckets``).
-        default_servers: Parameter servers when none are given (0: the strategy has none, and a
-            servers count given to the builder is ignored).
-        validate: ``validate(setting)`` raises :class:`DripleError` for settings the strategy
-            cannot run (e.g. servers where it has none); None accepts all.
+        title: The strategy in the words of a refusal (``DDP``: "a DDP setting has no ...").
+        servers: True when its ranks include parameter servers (at least one; one when the
+            builder is given none); False: a setting with servers is refused, and a servers
+            count given to the builder is ignored.
+        asynchronous: True when it also runs without synchronising (``-async`` settings).
+        validate: ``validate(setting)`` raises :class:`DripleError` for other settings the
+            strategy cannot run; None: no other rule.
         ranks: Regex of the ranks part of an id, with the named groups ``workers`` and
             optionally ``servers`` (:data:`RANKS` by default).
     """
@@ -57,9 +60,25 @@ class Strategy:
     comm: Union[str, Callable]
     worker: str
     comm_units: str = "messages"
-    default_servers: int = 0
+    title: str = ""
+    servers: bool = False
+    asynchronous: bool = False
     validate: Optional[Callable] = None
     ranks: str = RANKS
+
+    def check(self, setting) -> None:
+        """Refuse (:class:`DripleError`) a setting this strategy cannot run."""
+        title = self.title or self.name
+        if self.servers and setting.servers < 1:
+            raise DripleError(f"a {title} setting needs at least one server (p1, p2, ...)")
+        if not self.servers and setting.servers:
+            raise DripleError(f"a {title} setting has no parameter servers; drop the 'p<N>' part")
+        if not self.asynchronous and not setting.synchronous:
+            others = " or ".join(repr(s.name) for s in _STRATEGIES.values() if s.asynchronous)
+            raise DripleError(f"{title} is always synchronous; '-async' applies to "
+                              f"{others or 'no'} settings only")
+        if self.validate is not None:
+            self.validate(setting)
 
     def add_comm(self, graph, traced, setting) -> list:
         """Run :attr:`comm` on a traced step's op graph for ``setting``."""
