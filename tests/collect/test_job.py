@@ -1,4 +1,4 @@
-"""Job specs, the one-line job syntax, ids, and the launcher's pure helpers (no processes started)."""
+"""Job specs, the one-line job syntax and stable job ids (no processes started)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from driple.collect.job import JobSpec, job_id, parse_knobs
-from driple.collect.launcher import _is_peer_loss, _last_error, default_timeout, roles
 from driple.errors import DripleError
-from driple.settings import parse_setting
 
 HERE = Path(__file__).with_name("conftest.py")
 TINY = f"{HERE}:tiny_mlp"
@@ -55,20 +53,3 @@ def test_job_id_is_stable_and_distinguishes_jobs():
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-1g", 10)
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-lo", 5)
     assert job_id(JobSpec(model=TINY), "cpu-ddp-w2-lo", 1).startswith("tiny_mlp-bsd-")
-
-
-def test_roles_put_servers_first():
-    assert roles(parse_setting("cpu-ddp-w2-lo")) == ["worker0", "worker1"]
-    assert roles(parse_setting("cpu-ps-p2w3-lo")) == ["server0", "server1", "worker0", "worker1", "worker2"]
-    assert default_timeout(10) > 10
-
-
-def test_failure_reason_prefers_the_root_cause(tmp_path):
-    log = tmp_path / "w.log"
-    log.write_text("Traceback (most recent call last):\n  File x\nRuntimeError: injected crash at 3\n")
-    assert _last_error(log) == "RuntimeError: injected crash at 3"
-    log.write_text("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad\n[rank1]:  \n")
-    assert _last_error(log) == "ValueError: bad"
-    assert _last_error(tmp_path / "none.log") == "no output"
-    assert _is_peer_loss("worker0 exited with code 1: RuntimeError: Connection closed by peer")
-    assert not _is_peer_loss("worker1 exited with code 1: RuntimeError: injected crash at 3")

@@ -1,7 +1,6 @@
 """Co-location arithmetic on hand-made profiles; every expected number is worked out in a comment."""
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
@@ -11,7 +10,6 @@ from driple.collect.corun import measured_combined
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.predict.colocate import (
-    collision_probability,
     colocate,
     host_capacity,
     overload_probability,
@@ -38,30 +36,9 @@ C = prof("C", (20, 0.1, 0.1), (1, 1, 1), (50, 0.01, 0.09), (50, 0.01, 0.09))
 CAP = host_capacity(cores=2, link_mb_s=600)  # compute 200 %, memory 100 %, tx = rx = 600 MB/s
 
 
-def brute_collision(d):
-    """P(>= 2 in burst) by listing every state."""
-    total = 0.0
-    for s in itertools.product([0, 1], repeat=len(d)):
-        if sum(s) >= 2:
-            total += np.prod([di if si else 1 - di for di, si in zip(d, s)])
-    return total
-
-
 def test_host_capacity():
     assert CAP == {"compute": 200.0, "memory": 100.0, "tx": 600.0, "rx": 600.0}
     assert host_capacity(cores=1) == {"compute": 100.0, "memory": 100.0}
-
-
-def test_collision_two_and_three_jobs():
-    assert collision_probability([0.2, 0.5]) == pytest.approx(0.1)  # d1 x d2
-    assert collision_probability([0.5, 0.5, 0.5]) == pytest.approx(0.5)  # 1 - 1/8 - 3/8
-    # 0.2, 0.5, 0.75: none 0.8*0.5*0.25 = 0.1; exactly one 0.025 + 0.1 + 0.3 = 0.425 -> 0.475
-    assert collision_probability([0.2, 0.5, 0.75]) == pytest.approx(0.475)
-    assert collision_probability([0.3]) == 0.0
-    rng = np.random.default_rng(0)
-    for n in (2, 3, 5):
-        d = rng.uniform(size=n)
-        assert collision_probability(d) == pytest.approx(brute_collision(d))
 
 
 def test_overload_probability_by_hand():
