@@ -9,17 +9,6 @@ from driple.errors import DripleError
 from driple.zoo import OPTIMIZERS, build_workload, make_optimizer
 
 
-def _step_fn(w, opt):
-    def step(inputs, targets):
-        loss = w.loss_fn(w.model(inputs), targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return step
-
-
 def test_optimizers():
     params = [torch.nn.Parameter(torch.zeros(3))]
     assert isinstance(make_optimizer("sgd", params), torch.optim.SGD)
@@ -36,8 +25,8 @@ def test_bad_optimizer_and_learning_rate():
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
-def test_every_optimizer_traces(optimizer):
+def test_every_optimizer_traces(optimizer, training_step):
     w = build_workload("mlp", batch_size=2, hidden=16, layers=1)
     opt = make_optimizer(optimizer, w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
     assert len(graph.graph.nodes) > 20

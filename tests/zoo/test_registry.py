@@ -42,17 +42,6 @@ def _expected_output_shape(w: Workload, batch: int) -> tuple:
     return (batch, c["num_classes"])
 
 
-def _step_fn(w: Workload, opt: torch.optim.Optimizer):
-    def step(inputs, targets):
-        loss = w.loss_fn(w.model(inputs), targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return step
-
-
 # --------------------------------------------------------------------------- listing
 def test_list_models_covers_every_family_with_defaults_first():
     specs = list_models()
@@ -208,10 +197,10 @@ def test_presets_accept_knob_overrides():
 
 # --------------------------------------------------------------------------- tracing
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_default_traces_with_make_fx_fake(family):
+def test_family_default_traces_with_make_fx_fake(family, training_step):
     w = build_workload(family, batch_size=2)
     opt = make_optimizer("sgd", w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
     ops = collections.Counter(str(n.target).split(".")[1] for n in graph.graph.nodes if n.op == "call_function"
                               and str(n.target).startswith("aten."))
     assert sum(ops.values()) > 20
@@ -225,10 +214,10 @@ def test_family_default_traces_with_make_fx_fake(family):
     ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}),
     ("vit", {"layers": 1, "attention": "math"}),
 ])
-def test_knob_variants_trace(name, knobs):
+def test_knob_variants_trace(name, knobs, training_step):
     w = build_workload(name, batch_size=2, **knobs)
     opt = make_optimizer("sgd", w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
     assert len(graph.graph.nodes) > 50
 
 
