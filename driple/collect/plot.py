@@ -1,6 +1,6 @@
 """Draw a job's four resource series with the burst/idle split, to check it by eye.
 
-One column per rank, one row per resource (compute %, memory %, TX MB/s, RX MB/s). Burst
+One column per rank, one row per declared resource (compute %, memory %, TX MB/s, RX MB/s). Burst
 samples are shaded, the k-means threshold is a dotted line and the burst amount a dashed one;
 iteration starts are ticks at the top, and the time outside the measurement window (start-up,
 warm-up, shutdown) is greyed. The labels are those of :mod:`driple.collect.labeller` on the
@@ -14,9 +14,7 @@ import os
 from pathlib import Path
 
 from driple.errors import DripleError
-from driple.metrics import RESOURCES, UNITS
-
-TITLES = {"compute": "compute", "memory": "memory (RSS)", "tx": "network TX", "rx": "network RX"}
+from driple.metrics import resources
 
 
 def resolve_run(run: str | os.PathLike, dataset: str | os.PathLike = ".") -> tuple[Path, Path | None]:
@@ -59,7 +57,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from driple.collect.labeller import MIN_GAP, BurstIdleLabeller, _sample_durations
+    from driple.collect.labeller import BurstIdleLabeller, sample_durations
     from driple.collect.series import read_raw
 
     raw_path, detail_path = resolve_run(run, dataset)
@@ -71,7 +69,8 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
     if unknown:
         raise DripleError(f"no rank {', '.join(unknown)} in this job; it has {', '.join(series.names)}")
 
-    fig, axes = plt.subplots(len(RESOURCES), len(names), figsize=(5.5 * len(names) + 1, 9),
+    declared = resources()
+    fig, axes = plt.subplots(len(declared), len(names), figsize=(5.5 * len(names) + 1, 9),
                              sharex=True, squeeze=False)
     for j, name in enumerate(names):
         df = series.rates(name)
@@ -83,16 +82,17 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
             hi = lo + span
         else:
             lo, hi = (t[0], t[-1]) if len(t) else (0.0, 1.0)
-        dt = _sample_durations(t) if len(t) else np.zeros(0)
+        dt = sample_durations(t) if len(t) else np.zeros(0)
         keep = (t >= t0) & (t <= t1)
         starts = [(it[1] - series.start_ns) / 1e9 for it in detail.get("iterations_ns", {}).get(name, [])]
-        for i, res in enumerate(RESOURCES):
+        for i, decl in enumerate(declared):
+            res = decl.name
             ax = axes[i][j]
             v = df[res].to_numpy(dtype=float)
             ax.plot(t, v, lw=0.8, color="tab:blue", drawstyle="steps-pre")
             if keep.sum() >= 2 and np.isfinite(v[keep]).any():
                 ok = keep & np.isfinite(v)
-                lab = BurstIdleLabeller(random_state=0, min_gap=MIN_GAP[res]).fit(v[ok], dt[ok])
+                lab = BurstIdleLabeller(random_state=0, min_gap=decl.min_gap).fit(v[ok], dt[ok])
                 idx = np.flatnonzero(ok)[lab.labels_ == 1]  # sample i covers (t[i] - dt[i], t[i]]
                 ax.broken_barh(list(zip(t[idx] - dt[idx], dt[idx])), (0, 1), facecolors="tab:orange",
                                alpha=0.35, lw=0, transform=ax.get_xaxis_transform(), label="burst")
@@ -100,7 +100,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
                     ax.axhline(lab.threshold_, color="grey", ls=":", lw=0.8, label="threshold")
                 ax.axhline(lab.burst_amount_, color="tab:red", ls="--", lw=0.8, label="burst amount")
                 ax.text(0.01, 0.87,
-                        f"burst {lab.burst_amount_:.3g} {UNITS[res]}, {lab.burst_duration_ * 1e3:.1f} ms; "
+                        f"burst {lab.burst_amount_:.3g} {decl.unit}, {lab.burst_duration_ * 1e3:.1f} ms; "
                         f"idle {lab.idle_duration_ * 1e3:.1f} ms",
                         transform=ax.transAxes, va="top", fontsize=8,
                         bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
@@ -113,10 +113,10 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
                 top = float(np.max(v[vis])) if vis.any() else 1.0
                 ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
             if j == 0:
-                ax.set_ylabel(f"{TITLES[res]} ({UNITS[res]})")
+                ax.set_ylabel(decl.axis_label[series.meta["device"]])
             if i == 0:
                 ax.set_title(name)
-            if i == len(RESOURCES) - 1:
+            if i == len(declared) - 1:
                 ax.set_xlabel("time since sampling started (s)")
     spec = detail.get("spec", {})
     fig.suptitle(

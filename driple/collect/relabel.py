@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 
 def relabel_job(dataset_dir: str | Path, job_id: str) -> dict:
@@ -65,7 +65,7 @@ def check_dataset(dataset_dir: str | Path, progress: bool = True, rtol: float = 
             report["errors"][str(row["job_id"])] = str(err)
             continue
         same = True
-        for m in METRICS:
+        for m in target_names():
             a, b = float(row[m]), float(again[m])
             if math.isnan(a) and math.isnan(b):
                 continue

@@ -8,7 +8,7 @@ per-rank detail ``raw/<job_id>.json``, not in the mean).
 Row columns (units):
 - ``job_id``, ``setting`` (id), ``model``, ``family``, ``knobs`` (JSON), ``batch_size`` (per
   worker), ``optimizer``, ``lr``, ``seed``, ``seconds`` (asked measurement length, s)
-- the 12 metrics of :data:`driple.metrics.METRICS` (%, MB/s, s)
+- the predicted targets of :func:`driple.metrics.target_names` (%, MB/s, s)
 - ``iter_time_mean_s``, ``iter_time_std_s`` (over all measured iterations of all workers),
   ``iterations`` (measured, fewest of any worker), ``samples_per_s`` (sum over workers of
   batch / mean iteration time), ``tx_bytes_per_iter``, ``rx_bytes_per_iter`` (per worker,
@@ -34,11 +34,15 @@ import os
 from pathlib import Path
 
 from driple.csvtable import check_lines, read_csv
-from driple.metrics import METRICS
+from driple.metrics import target_names
+
+# a measurement during which other processes used more than this % of the host CPU is
+# "contended": training leaves it out (--max-contention) and `collect run` says so
+CONTENDED_PCT = 10.0
 
 BASE_COLUMNS = (
     "job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "lr", "seed", "seconds",
-    *METRICS,
+    *target_names(),
     "iter_time_mean_s", "iter_time_std_s", "iterations", "samples_per_s",
     "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct",
     "status", "reason", "started", "duration_s", "raw_path",
@@ -193,7 +197,7 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
         "lr": spec.lr,
         "seed": spec.seed,
         "seconds": _seconds(run),
-        **{m: float("nan") for m in METRICS},
+        **{m: float("nan") for m in target_names()},
         "iter_time_mean_s": float("nan"),
         "iter_time_std_s": float("nan"),
         "iterations": 0,
@@ -263,7 +267,7 @@ def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
         w = windows.get(name, union)
         df = series.rates(name)
         t0, t1 = series_time(series, w[0]), series_time(series, w[1])
-        labels = {k: _num(v) for k, v in label_rates(df, t0=t0, t1=t1).items()}
+        labels = {k: _as_float(v) for k, v in label_rates(df, t0=t0, t1=t1).items()}
         sent, received = window_bytes(df, t0, t1)
         u0, u1 = series_time(series, union[0]), series_time(series, union[1])
         job_cores += float(df["compute"][(df.index > u0) & (df.index <= u1)].mean()) / 100.0 * \
@@ -308,7 +312,7 @@ def _analyse(run, row: dict, detail: dict, iters: dict, buckets: dict) -> None:
         row["host_other_cpu_pct"] = max(0.0, busy - job_cores) / (os.cpu_count() or 1) * 100.0
 
 
-def _num(v):
+def _as_float(v):
     try:
         return float(v)
     except (TypeError, ValueError):

@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from driple.collect.files import write_text
 from driple.collect.job import JobInterrupted, JobSpec, job_id
 from driple.collect.results import ResultTable
 from driple.errors import DripleError
@@ -97,13 +98,8 @@ def write_grid(path: str | os.PathLike, n: int | None = None, seed: int = 0,
         doc["warmup"] = int(warmup)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(
-        f"# driple collect grid: {len(jobs)} jobs from driple.zoo.sweep_configs(seed={seed})\n"
-        + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-    )
-    os.replace(tmp, path)
-    return path
+    return write_text(path, f"# driple collect grid: {len(jobs)} jobs from driple.zoo.sweep_configs(seed={seed})\n"
+                      + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None))
 
 
 def _copy_grid(grid_path: Path, out_dir: Path) -> None:
@@ -117,9 +113,7 @@ def _copy_grid(grid_path: Path, out_dir: Path) -> None:
         while (out_dir / f"grid-{n}.yaml").exists():
             n += 1
         os.replace(dest, out_dir / f"grid-{n}.yaml")
-    tmp = out_dir / ".grid.yaml.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, dest)
+    write_text(dest, text)
 
 
 def host_busy_pct(window_s: float = 3.0) -> float:
@@ -184,7 +178,7 @@ def run_sweep(
         grid = load_grid(grid_path)
     setting = parse_setting(setting or grid.get("setting") or _missing_setting())
     seconds = float(seconds or grid.get("seconds") or 10.0)
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([spec.model for spec in grid["jobs"]])
     out_dir.mkdir(parents=True, exist_ok=True)

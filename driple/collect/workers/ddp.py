@@ -78,7 +78,8 @@ def main(argv=None) -> int:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from driple.collect.workload import load_workload, make_optimizer
+    from driple.zoo.optim import make_optimizer
+    from driple.zoo.workload import load_workload
 
     spec = job["spec"]
     device = device_for(job, local_rank)
