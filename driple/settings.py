@@ -9,7 +9,9 @@ An inspector is trained per setting. A setting has a structured descriptor and a
     gpu-ddp-w4-10g       GPU workers, 10 Gbit/s
 
 Network: ``lo`` (plain loopback, one host) or ``<rate>`` — ``100m``, ``1g``, ``10g``, ``40g`` — for
-emulated hosts in network namespaces whose links are rate-limited with ``tc tbf``.
+emulated hosts in network namespaces whose links are rate-limited with ``tc tbf``. The strategy
+part (``ddp-w2``, ``ps-p1w2``) and its rules come from the strategy's registration
+(:mod:`driple.strategies`).
 """
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ import re
 from dataclasses import asdict, dataclass
 
 from driple.errors import DripleError
+from driple.strategies import describe_strategies, find_strategy, get_strategy
 
 DEVICES = ("cpu", "gpu")
-STRATEGIES = ("ddp", "ps")
 _RATE_UNITS = {"m": 1e6, "g": 1e9}
 _ID_RE = re.compile(
-    r"^(?P<device>[a-z]+)-(?P<strategy>ddp|ps)-(?:p(?P<servers>\d+))?w(?P<workers>\d+)"
+    r"^(?P<device>[a-z]+)-(?P<strategy>[a-z][a-z0-9_]*)-(?P<ranks>[a-z0-9]+)"
     r"-(?P<network>lo|\d+[mg])(?P<async>-async)?$"
 )
 
@@ -41,18 +43,12 @@ class Setting:
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise DripleError(f"unknown device {self.device!r}; use one of {', '.join(DEVICES)}")
-        if self.strategy not in STRATEGIES:
-            raise DripleError(
-                f"unknown strategy {self.strategy!r}; use 'ddp' (all-reduce) or 'ps' (parameter server)"
-            )
+        strategy = find_strategy(self.strategy)
+        if strategy is None:
+            raise DripleError(f"unknown strategy {self.strategy!r}; use {describe_strategies()}")
         if self.workers < 1:
             raise DripleError("a setting needs at least one worker")
-        if self.strategy == "ps" and self.servers < 1:
-            raise DripleError("a parameter-server setting needs at least one server (p1, p2, ...)")
-        if self.strategy == "ddp" and self.servers:
-            raise DripleError("a DDP setting has no parameter servers; drop the 'p<N>' part")
-        if self.strategy == "ddp" and not self.synchronous:
-            raise DripleError("DDP is always synchronous; '-async' applies to 'ps' settings only")
+        strategy.check(self)
         if self.network != "lo" and not re.fullmatch(r"\d+[mg]", self.network):
             raise DripleError(
                 f"unknown network {self.network!r}; use 'lo' or a link rate such as 100m, 1g, 10g"
@@ -60,9 +56,14 @@ class Setting:
 
     @property
     def id(self) -> str:
-        ps = f"p{self.servers}" if self.strategy == "ps" else ""
         tail = "" if self.synchronous else "-async"
-        return f"{self.device}-{self.strategy}-{ps}w{self.workers}-{self.network}{tail}"
+        ranks = get_strategy(self.strategy).id_part(self)
+        return f"{self.device}-{self.strategy}-{ranks}-{self.network}{tail}"
+
+    @property
+    def single_process(self) -> bool:
+        """True when the job is one process (one worker, no server): nothing to communicate."""
+        return self.workers + self.servers == 1
 
     @property
     def emulated(self) -> bool:
@@ -87,17 +88,20 @@ def parse_setting(text: str | Setting) -> Setting:
     if isinstance(text, Setting):
         return text
     m = _ID_RE.match(text.strip().lower())
-    if not m:
+    strategy = find_strategy(m["strategy"]) if m else None
+    ranks = re.fullmatch(strategy.ranks, m["ranks"]) if strategy else None
+    if not ranks:
         raise DripleError(
             f"cannot read setting {text!r}. A setting id looks like 'cpu-ddp-w2-lo' "
             "(device-strategy-workers-network), 'cpu-ps-p1w2-1g' (1 server, 2 workers, 1 Gbit/s "
             "links) or 'cpu-ps-p1w2-1g-async'."
         )
+    fields = ranks.groupdict()
     return Setting(
         device=m["device"],
         strategy=m["strategy"],
-        workers=int(m["workers"]),
-        servers=int(m["servers"] or 0),
+        workers=int(fields["workers"]),
+        servers=int(fields.get("servers") or 0),
         network=m["network"],
         synchronous=m["async"] is None,
     )

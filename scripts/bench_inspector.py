@@ -39,7 +39,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from driple.inspector.model import Inspector, reference_forward, run_batch
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 import driple.inspector.train as train_module
 from driple.inspector.train import TrainOptions, fit

@@ -7,7 +7,7 @@ For every ok co-run (``driple collect corun``) this predicts each job's profile 
 shipped inspector of the setting, combines them with :func:`driple.colocate` (one worker slot
 per job, see ``driple colocate --help``) and compares with what was measured while the jobs ran
 together: the combined mean load per resource (sum over jobs of the per-worker mean) and the
-share of time two jobs were in burst at once (:func:`~driple.predict.colocate.measured_combined`
+share of time two jobs were in burst at once (:func:`~driple.collect.corun.measured_combined`
 on the aligned series). As a reference it does the same with each job's *solo measurement*
 (its row in the setting's dataset) as the profile: the error left there is the co-location
 model's own (interference, phase locking), not the inspector's.
@@ -50,13 +50,13 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from driple.cli.predict import slot_capacity
-    from driple.collect.corun import load_coruns, read_corun
+    from driple.collect.corun import load_coruns, measured_combined, read_corun
     from driple.collect.results import load_results
     from driple.errors import DripleError
     from driple.inspector.dataset import job_config
     from driple.metrics import METRICS, RESOURCES
     from driple.predict import colocate as co
+    from driple.predict.colocate import slot_capacity
     from driple.predict.predictor import Predictor
     from driple.predict.profile import ResourceProfile
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         cs = series.get(c["corun_id"])
         measured_collision = {}
         if cs is not None and cs.overlap is not None:
-            m = co.measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
+            m = measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
             measured_collision = {res: m.resources[res].collision_fraction for res in RESOURCES
                                   if res in m.resources}
         entry = {"corun_id": c["corun_id"], "models": [predicted[j].model for j in ids],

@@ -145,7 +145,7 @@ def _shipped_source(setting, datasets, root):
     import numpy as np
 
     from driple.collect.results import load_results
-    from driple.inspector.predictor import load_inspector
+    from driple.inspector.checkpoint import load_inspector
     from driple.metrics import METRICS
     from driple.predict.registry import register, resolve
 
@@ -188,7 +188,7 @@ def _train_one(job):
 
 
 def _train_variants(args, root, variants, options):
-    from driple.inspector.predictor import TrainedInspector
+    from driple.inspector.checkpoint import TrainedInspector
 
     builder = {"groups": args.groups, "grouping": args.grouping}
     jobs = [(root, builder, v, args.hidden, args.repeats, options, args.threads) for v in variants]

@@ -19,7 +19,7 @@ import sys
 import torch
 
 from driple.inspector.dataset import InspectorDataset
-from driple.inspector.predictor import load_inspector
+from driple.inspector.checkpoint import load_inspector
 from driple.inspector.splits import random_split
 from driple.inspector.train import TrainOptions
 from driple.inspector.transfer import SCHEMES, finetune

@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from driple.cli.options import CONTENDED_PCT, parse_knobs
+from driple.collect.results import CONTENDED_PCT
 from driple.errors import DripleError
 from driple.shipped import refuse_shipped
+from driple.zoo.optim import OPTIMIZERS
 
 _RUN_HELP = """\
 Launch MODEL for real as a distributed training job in SETTING (e.g. cpu-ddp-w2-lo: 2 DDP
@@ -90,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="where the job runs, e.g. cpu-ddp-w2-lo, cpu-ps-p1w2-lo, cpu-ddp-w2-1g (default cpu-ddp-w2-lo)")
     run.add_argument("--batch-size", type=int, default=None, help="samples per worker per iteration (default: the model's)")
     run.add_argument("--seconds", type=float, default=10.0, help="measurement length after warm-up, s (default 10)")
-    run.add_argument("--optimizer", default="sgd", help="sgd, adam or adamw (default sgd)")
+    run.add_argument("--optimizer", default="sgd", help=f"{', '.join(OPTIMIZERS)} (default sgd)")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the optimizer's)")
     run.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
                      help="model knob, e.g. --set depth=32 (repeatable)")
@@ -217,7 +218,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from driple.collect.job import JobInterrupted, JobSpec
+    from driple.collect.job import JobInterrupted, JobSpec, parse_knobs
     from driple.collect.launcher import run_job
     from driple.collect.provenance import record
     from driple.collect.results import ResultTable
@@ -227,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                    knobs=parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
                    iterations=args.iterations)
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([spec.model])
     out = Path(args.out) if args.out else Path("runs") / setting.id
@@ -258,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def format_row(row: dict, out: Path) -> str:
     """The 12 metrics with units, then the job's figures, as a small aligned table."""
-    from driple.metrics import METRICS, unit
+    from driple.metrics import target_names, unit
 
     other = row.get("host_other_cpu_pct")
     contended = isinstance(other, (int, float)) and other > CONTENDED_PCT  # NaN: not measured
@@ -268,7 +269,7 @@ def format_row(row: dict, out: Path) -> str:
         lines.append(f"  reason: {row['reason']}")
     else:
         lines.append(f"  {'metric':<24}{'value':>12}  unit")
-        for m in METRICS:
+        for m in target_names():
             lines.append(f"  {m:<24}{row[m]:>12.4g}  {unit(m)}")
         extra = [
             ("iteration time", row["iter_time_mean_s"] * 1e3, f"ms (std {row['iter_time_std_s'] * 1e3:.2f})"),
@@ -363,7 +364,6 @@ def cmd_relabel(args: argparse.Namespace) -> int:
 
 
 def cmd_corun(args: argparse.Namespace) -> int:
-    from driple.cli.options import parse_job
     from driple.collect.corun import MIN_OVERLAP_S, CoRunInterrupted, load_corun_grid, run_coruns
     from driple.collect.job import JobSpec
     from driple.collect.provenance import record
@@ -371,7 +371,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
 
     if bool(args.jobs) == bool(args.grid):
         raise DripleError("give either two or more JOBs or --grid FILE")
-    grid = load_corun_grid(args.grid) if args.grid else {"coruns": [[JobSpec.from_dict(parse_job(j)) for j in args.jobs]]}
+    grid = load_corun_grid(args.grid) if args.grid else {"coruns": [[JobSpec.parse(j) for j in args.jobs]]}
     if any(len(group) < 2 for group in grid["coruns"]):
         raise DripleError("a co-run needs at least two jobs")
     setting = parse_setting(args.setting or grid.get("setting") or "cpu-ddp-w2-lo")
@@ -380,7 +380,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
     if warmup is not None:
         grid["coruns"] = [[JobSpec.from_dict({**s.to_dict(), "warmup": warmup}) for s in group]
                           for group in grid["coruns"]]
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([s.model for group in grid["coruns"] for s in group])
     out = Path(args.out) if args.out else Path("runs") / f"corun-{setting.id}"
@@ -412,7 +412,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
 
 def format_corun(row: dict) -> str:
     """A co-run row: its jobs, overlap window and combined mean load per resource."""
-    from driple.metrics import RESOURCES, UNITS
+    from driple.metrics import resources
 
     lines = [f"co-run {row['corun_id']}  setting {row['setting']}  status {row['status']}"]
     if row["status"] != "ok":
@@ -422,12 +422,13 @@ def format_corun(row: dict) -> str:
     if row.get("per_job"):
         lines.append(f"  overlap {row['overlap_start_s']:.2f}..{row['overlap_end_s']:.2f} s "
                      f"({row['overlap_s']:.2f} s measured together)")
-        head = "".join(f"{r:>12}" for r in RESOURCES)
+        names = [r.name for r in resources()]
+        head = "".join(f"{r:>12}" for r in names)
         lines.append(f"  {'mean per worker':<24}{head}")
         for j, means in row["per_job"].items():
-            lines.append(f"  {j[-24:]:<24}" + "".join(f"{means[r]:>12.4g}" for r in RESOURCES))
-        lines.append(f"  {'combined':<24}" + "".join(f"{row[r + '_mean']:>12.4g}" for r in RESOURCES))
-        lines.append(f"  {'unit':<24}" + "".join(f"{UNITS[r]:>12}" for r in RESOURCES))
+            lines.append(f"  {j[-24:]:<24}" + "".join(f"{means[r]:>12.4g}" for r in names))
+        lines.append(f"  {'combined':<24}" + "".join(f"{row[r + '_mean']:>12.4g}" for r in names))
+        lines.append(f"  {'unit':<24}" + "".join(f"{r.unit:>12}" for r in resources()))
     lines.append(f"  wall time {row['duration_s']:.1f} s")
     return "\n".join(lines)
 

@@ -5,8 +5,10 @@ import argparse
 import json
 import sys
 
-from driple.cli.options import parse_knobs
+from driple.collect.job import parse_knobs
 from driple.errors import DripleError
+from driple.strategies import get_strategy, strategy_names
+from driple.zoo.optim import OPTIMIZERS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,11 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     graph.add_argument("model", help="zoo model name (see `driple zoo`)")
     graph.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    graph.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), adam or adamw (default: sgd)")
-    graph.add_argument("--strategy", default="ddp", choices=["ddp", "ps", "none"],
-                       help="ddp: all-reduce buckets; ps: push/pull per server; none: single process")
+    graph.add_argument("--optimizer", default="sgd",
+                       help=f"{', '.join(OPTIMIZERS)} (default: sgd, with momentum 0.9)")
+    graph.add_argument("--strategy", default="ddp", choices=[*strategy_names(), "none"],
+                       help="; ".join(f"{s}: {get_strategy(s).comm_units}" for s in strategy_names())
+                       + "; none: single process")
     graph.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
-    graph.add_argument("--servers", type=int, default=1, help="parameter servers for --strategy ps (default 1)")
+    graph.add_argument("--servers", type=int, default=1,
+                       help="parameter servers, for a strategy that has them (default 1)")
     graph.add_argument("--groups", type=int, default=100, help="number of groups M (default 100)")
     graph.add_argument("--grouping", default="uniform", choices=["uniform", "proportional", "none"],
                        help="how many groups each graph gets (default uniform: M for every graph)")
@@ -76,9 +81,8 @@ def run_graph(args: argparse.Namespace) -> int:
     if args.strategy == "ps" and args.servers < 1:
         raise DripleError(f"--servers {args.servers}: a parameter-server job has at least one server")
     torch.set_num_threads(1)
-    strategy = "none" if args.strategy == "none" else args.strategy
     data = build_zoo_input(
-        args.model, batch_size=args.batch_size, optimizer=args.optimizer, strategy=strategy,
+        args.model, batch_size=args.batch_size, optimizer=args.optimizer, strategy=args.strategy,
         workers=args.workers, servers=args.servers, groups=args.groups, grouping=args.grouping,
         features=args.features, seed=args.seed, **parse_knobs(args.knobs),
     )
@@ -91,7 +95,7 @@ def run_graph(args: argparse.Namespace) -> int:
         print()
         return 0
     buckets = s["buckets_mb"]
-    comm_kind = {"ddp": "all-reduce buckets", "ps": "server shards"}.get(s["strategy"], "")
+    comm_kind = get_strategy(s["strategy"]).comm_units if s["strategy"] != "none" else ""
     print(f"{s['model']} ({s['family']}), batch {s['batch_size']}, optimizer {s['optimizer']}, "
           f"{s['strategy']} with {s['workers']} worker(s)" + (f", {s['servers']} server(s)" if s["servers"] else ""))
     print(f"  op nodes        {s['ops']:>10,}   edges {s['edges']:,}")

@@ -9,7 +9,7 @@ import json
 import os.path as osp
 import sys
 
-from driple.cli.options import CONTENDED_PCT
+from driple.collect.results import CONTENDED_PCT
 from driple.errors import DripleError
 
 
@@ -142,12 +142,12 @@ def _load_dataset(args, groups=None, grouping=None, features=None):
 
 
 def _print_scores(title: str, table: dict, out=None) -> None:
-    from driple.metrics import METRICS
+    from driple.metrics import target_names
 
     out = out or sys.stdout
 
     print(title, file=out)
-    for metric in (*METRICS, "mean"):
+    for metric in (*target_names(), "mean"):
         e = table[metric]
         nrmse = "-" if e["nrmse"] is None else f"{e['nrmse']:.3f}"
         mape = "-" if e["mape"] is None else f"{e['mape']:.1f}%"
@@ -188,7 +188,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
-    from driple.inspector.predictor import load_inspector
+    from driple.inspector.checkpoint import load_inspector
 
     predictor = load_inspector(args.checkpoint)
     builder = predictor.info.get("builder", {})
@@ -216,7 +216,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from driple.inspector.predictor import load_inspector
+    from driple.inspector.checkpoint import load_inspector
     from driple.inspector.train import TrainOptions
     from driple.inspector.transfer import finetune
     from driple.shipped import refuse_shipped

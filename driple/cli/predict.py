@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from driple.cli.options import parse_job, parse_knobs
+from driple.collect.job import JobSpec, parse_knobs
+from driple.zoo.optim import OPTIMIZERS
 from driple.errors import DripleError
 
 _MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "registry's default) or a path to a checkpoint (a setting id wins over a local "
                     "folder of the same name: write ./NAME for the folder)")
     pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    pr.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"], help="default sgd")
+    pr.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
     pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
                     help="model knob, e.g. --set depth=50 (repeatable)")
     pr.add_argument("--plot", metavar="PNG", help="draw the expected periodic series of each resource")
@@ -78,6 +79,8 @@ def _predictor(setting):
 def run_predict(args: argparse.Namespace) -> int:
     import time
 
+    from driple.predict.formatting import format_profile
+
     t0 = time.perf_counter()
     predictor = _predictor(args.setting)
     knobs = parse_knobs(args.knobs)
@@ -95,56 +98,10 @@ def run_predict(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2)
         print()
         return 0
-    print(format_profile(profile, predictor))
+    print(format_profile(profile, predictor.describe()))
     if args.plot:
         print(f"expected series -> {args.plot}")
     return 0
-
-
-def _num(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return f"{v:.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    if abs(v) >= 0.1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
-
-
-def format_profile(profile, predictor) -> str:
-    """The human-readable table of :func:`run_predict`."""
-    from driple.metrics import KINDS, RESOURCES, unit
-
-    lines = [f"{profile.model} -- setting {profile.setting}"]
-    desc = predictor.describe()
-    if desc.get("trained"):
-        lines.append(f"inspector: {desc['trained']}")
-    head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
-    lines += ["", head]
-    for res in RESOURCES:
-        cells = []
-        for kind in KINDS:
-            name = f"{res}_{kind}"
-            v = profile.metrics[name]
-            cell = f"{_num(v)} {unit(name)}"
-            if profile.intervals:
-                lo, hi = profile.intervals[name]
-                cell += f" [{_num(lo)}, {_num(hi)}]"
-            cells.append(f"{cell:>28}")
-        lines.append(f"{res:<9}" + "".join(cells))
-    if profile.intervals and profile.nominal_coverage:
-        cov = (desc.get("scores") or {}).get("interval_coverage")
-        note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""
-        lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
-                     f"(split conformal{note})")
-    lines.append("")
-    described = profile.describe()
-    lines += described if isinstance(described, list) else [described]
-    if profile.notes:
-        lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- settings
@@ -183,16 +140,17 @@ def run_settings(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- colocate
 def run_colocate(args: argparse.Namespace) -> int:
-    from driple.predict.colocate import colocate, rank_pairs
+    from driple.predict.colocate import colocate, rank_pairs, slot_capacity
+    from driple.predict.formatting import format_colocation
 
     if len(args.jobs) < 2:
         raise DripleError("give at least two jobs to co-locate")
     predictor = _predictor(args.setting)
-    jobs = [parse_job(text) for text in args.jobs]
+    jobs = [JobSpec.parse(text) for text in args.jobs]
     profiles = {}
     for i, (text, job) in enumerate(zip(args.jobs, jobs)):
-        profile = predictor.predict_job(job["model"], batch_size=job["batch_size"],
-                                        optimizer=job["optimizer"], knobs=job["knobs"])
+        profile = predictor.predict_job(job.model, batch_size=job.batch_size,
+                                        optimizer=job.optimizer, knobs=job.knobs)
         profiles[f"{i + 1}:{text}"] = profile
     capacity = slot_capacity(predictor.setting, cores=args.cores, link_mbps=args.link_mbps)
     report = colocate(profiles, capacity)
@@ -206,45 +164,3 @@ def run_colocate(args: argparse.Namespace) -> int:
         return 0
     print(format_colocation(predictor.setting, profiles, capacity, report, pairs))
     return 0
-
-
-def format_colocation(setting, profiles, capacity, report, pairs) -> str:
-    from driple.metrics import RESOURCES
-
-    cap = ", ".join(f"{r} {'unlimited' if capacity.get(r) is None else _num(capacity[r])}"
-                    for r in RESOURCES)
-    lines = [f"setting {setting}; capacity of one worker slot: {cap}"]
-    for name, p in profiles.items():
-        lines.append(f"  job {name}: {p.summary()}")
-    lines += ["", f"{'resource':<9}{'combined mean':>15}{'of capacity':>13}{'collide':>10}{'overloaded':>12}"]
-    for res in RESOURCES:
-        r = report.resources[res]
-        util = "-" if r.utilisation is None else f"{r.utilisation:.0%}"
-        over = "-" if r.overload_probability is None else f"{r.overload_probability:.0%}"
-        lines.append(f"{res:<9}{_num(r.combined_mean) + ' ' + r.unit:>15}{util:>13}"
-                     f"{r.collision_probability:>10.0%}{over:>12}")
-    lines += ["", f"verdict: {report.verdict} -- {report.reason}",
-              "(collide: share of time two or more jobs burst at once, independent random phases; "
-              "overloaded: share of time demand exceeds capacity)"]
-    if pairs:
-        lines += ["", "pairs, best first:"]
-        lines += [f"  {' + '.join(p.jobs)}: {p.verdict} -- {p.reason}" for p in pairs]
-    return "\n".join(lines)
-
-
-def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None) -> dict:
-    """Capacity of one worker slot in the metrics' units: the metrics are per worker, and jobs
-    co-located in a setting put one worker in each slot. On loopback the host's cores and
-    memory are split between the setting's workers (2 workers on 2 cores: 1 core and 50 % of
-    memory per slot); with emulated links each worker has its host's link to itself."""
-    import os
-
-    from driple.predict.colocate import host_capacity
-    from driple.settings import parse_setting
-
-    s = parse_setting(setting_id)
-    ranks_here = s.workers + s.servers if s.network == "lo" else 1
-    host = host_cores or os.cpu_count() or 1
-    slot_cores = cores if cores is not None else max(host / max(ranks_here, 1), 0.01)
-    link = link_mbps if link_mbps is not None else (s.link_bps / 8e6 if s.link_bps else None)
-    return host_capacity(cores=slot_cores, link_mb_s=link, memory_pct=100.0 / ranks_here)

@@ -25,7 +25,7 @@ Times in ``coruns.csv`` and in :func:`read_corun` are seconds since the co-run's
 earliest start of the jobs' samplers. The jobs are launched together, but each finishes its
 start-up and warm-up at its own pace (seconds apart on a busy host), so the overlap is shorter
 than ``seconds``: measure a few seconds longer than the overlap you need. :func:`read_corun` gives each job's series on that axis,
-ready for :func:`driple.predict.colocate.measured_combined` (measured burst collisions).
+ready for :func:`measured_combined` (measured burst collisions).
 
 Why a process per job: the launcher's signal handling and its emulated cluster (one per
 process, named after the pid) are made for one job per process. On loopback the co-run picks
@@ -53,16 +53,20 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from driple.collect.files import write_json
+from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as base_job_id
-from driple.collect.results import ResultTable, _cell, _fsync_dir
+from driple.collect.results import ResultTable
 from driple.collect.workers.common import parent_death_hook
 from driple.csvtable import read_csv
 from driple.errors import DripleError
-from driple.metrics import RESOURCES
+from driple.metrics import resource, resource_names
 from driple.settings import Setting, parse_setting
+from driple.sharing import SharedLoad, check_capacity, collision_probability, overload_level
 
 POLL_S = 0.1
 STOP_GRACE_S = 45.0  # a stopped collector kills its ranks (3 s grace) and saves its samples
@@ -70,7 +74,7 @@ MIN_OVERLAP_S = 1.0  # a co-run whose jobs were measured together for less has f
 CORUN_COLUMNS = (
     "corun_id", "setting", "seconds", "n_jobs", "job_ids", "base_job_ids", "models",
     "origin_ns", "overlap_start_s", "overlap_end_s", "overlap_s",
-    *(f"{r}_mean" for r in RESOURCES), "per_job",
+    *(f"{r}_mean" for r in resource_names()), "per_job",
     "status", "reason", "started", "duration_s",
 )
 
@@ -135,7 +139,7 @@ def window_mean(df, t0: float, t1: float) -> dict[str, float]:
     t = df.index.to_numpy(dtype=float)
     inside = (t > t0) & (t <= t1)
     return {r: (float(df[r].to_numpy(dtype=float)[inside].mean()) if inside.any() else math.nan)
-            for r in RESOURCES}
+            for r in resource_names()}
 
 
 def combine(per_job: dict[str, dict[str, dict[str, float]]]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
@@ -148,8 +152,8 @@ def combine(per_job: dict[str, dict[str, dict[str, float]]]) -> tuple[dict[str, 
     for job, workers in per_job.items():
         if not workers:
             raise ValueError(f"job {job} has no worker series")
-        job_means[job] = {r: sum(w[r] for w in workers.values()) / len(workers) for r in RESOURCES}
-    combined = {r: sum(m[r] for m in job_means.values()) for r in RESOURCES}
+        job_means[job] = {r: sum(w[r] for w in workers.values()) / len(workers) for r in resource_names()}
+    combined = {r: sum(m[r] for m in job_means.values()) for r in resource_names()}
     return combined, job_means
 
 
@@ -171,7 +175,7 @@ def measure(raws: dict, per_ranks: dict) -> dict:
     origin = min(int(s.start_ns) for s in raws.values())
     ov = overlap_window([job_window(per_ranks[j]) for j in raws])
     out = {"origin_ns": origin, "overlap_ns": ov, "overlap_s": None,
-           "combined": {r: math.nan for r in RESOURCES}, "job_means": {}}
+           "combined": {r: math.nan for r in resource_names()}, "job_means": {}}
     if ov is None:
         return out
     t0, t1 = (ov[0] - origin) / 1e9, (ov[1] - origin) / 1e9
@@ -192,7 +196,7 @@ def corun_row(cid: str, setting: Setting, seconds: float, jobs: list[dict], meas
         "job_ids": [j["job_id"] for j in jobs], "base_job_ids": [j.get("base_job_id") for j in jobs],
         "models": [j.get("model") for j in jobs],
         "origin_ns": None, "overlap_start_s": math.nan, "overlap_end_s": math.nan, "overlap_s": 0.0,
-        **{f"{r}_mean": math.nan for r in RESOURCES}, "per_job": {},
+        **{f"{r}_mean": math.nan for r in resource_names()}, "per_job": {},
         "status": status, "reason": reason,
         "started": started.isoformat(timespec="seconds"), "duration_s": round(duration_s, 3),
     }
@@ -277,7 +281,7 @@ def run_corun(
     input. ``record=True`` appends the job rows to ``results.csv`` and the co-run row to
     ``coruns.csv`` in ``out_dir`` (and starts ``provenance.json``).
     """
-    from driple.collect.launcher import _deferred_interrupts, _signals_as_interrupt, default_timeout
+    from driple.collect.launcher import default_timeout
 
     specs = [s if isinstance(s, JobSpec) else JobSpec.from_dict(s) for s in jobs]
     if len(specs) < 2:
@@ -289,7 +293,7 @@ def run_corun(
         from driple.collect.netns import require_root
 
         require_root()
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([s.model for s in specs])
     seconds = float(seconds)
@@ -314,7 +318,7 @@ def run_corun(
     failure = ""
     interrupted = False
     try:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             for child, port in zip(children, ports or [None] * len(children)):
                 _launch(child, setting, seconds, out_dir, job_timeout, period_s,
                         port.getsockname()[1] if port else None)
@@ -323,7 +327,7 @@ def run_corun(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        with _deferred_interrupts() as pending:
+        with deferred_interrupts() as pending:
             _release(ports)
             _stop(children, setting)
         interrupted = interrupted or pending.fired
@@ -551,7 +555,6 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
           - ["resnet,depth=20,bs=32", "mlp,bs=256"]
           - [{model: resnet, knobs: {depth: 20}, batch_size: 32}, {model: gpt_tiny, batch_size: 16}]
     """
-    from driple.cli.options import parse_job  # the command line's job syntax, shared
     from driple.collect.sweep import read_grid_file
 
     path = Path(path)
@@ -565,10 +568,11 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
         specs = []
         for entry in group:
             try:
-                job = parse_job(entry) if isinstance(entry, str) else dict(entry)
-                if warmup is not None:
-                    job.setdefault("warmup", warmup)
-                specs.append(JobSpec.from_dict(job))
+                default = {} if warmup is None else {"warmup": warmup}
+                if isinstance(entry, str):
+                    specs.append(JobSpec.parse(entry, **default))
+                else:
+                    specs.append(JobSpec.from_dict({**default, **dict(entry)}))
             except (DripleError, TypeError, ValueError) as err:
                 raise DripleError(f"co-run grid {path}: co-run {i}: job {entry!r}: {err}") from err
         coruns.append(specs)
@@ -673,6 +677,162 @@ def _is_number(v) -> bool:
         return False
 
 
+# -- measured burst collisions ---------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class MeasuredLoad(SharedLoad):
+    """One resource of jobs measured running together, on a common time grid (fields of
+    :class:`~driple.sharing.SharedLoad`, and): ``collision_fraction``, the share of grid points
+    where two or more jobs are above their own burst ``thresholds``; ``independent_collision``,
+    what :func:`~driple.sharing.collision_probability` predicts from the measured duty cycles (a
+    gap between the two means the phases were not independent); ``overload_fraction``, the
+    share of grid points whose summed demand exceeds the capacity. Units as :func:`read_corun`'s
+    series (compute % of one core, memory % of host memory, MB/s).
+    """
+
+    collision_fraction: float
+    independent_collision: float
+    thresholds: dict
+    overload_fraction: float | None = None
+
+
+@dataclass
+class MeasuredColocation:
+    """:func:`measured_combined` result: the window (s), grid step (s) and per-resource loads."""
+
+    jobs: list
+    window_s: tuple
+    dt_s: float
+    n_samples: int
+    resources: dict
+
+    def to_dict(self) -> dict:
+        return {"jobs": list(self.jobs), "window_s": list(self.window_s), "dt_s": self.dt_s,
+                "n_samples": self.n_samples,
+                "resources": {r: load.to_dict() for r, load in self.resources.items()}}
+
+
+def measured_combined(series_by_job: Mapping, capacity: Mapping | None = None, thresholds: Mapping | None = None,
+                      *, t0: float | None = None, t1: float | None = None, dt: float | None = None,
+                      random_state: int | None = 0) -> MeasuredColocation:
+    """Combined mean load, collision and overload fractions of jobs *measured* running together.
+
+    ``series_by_job``: ``{job: {resource: (t, values)}}`` with ``t`` in s on a clock shared by
+    the jobs, or ``{job: DataFrame}`` as returned by :meth:`RawSeries.rates` (index t, columns
+    compute, memory, tx, rx). A value at ``t[k]`` is the rate over ``(t[k-1], t[k]]``, so every
+    series is read on a common grid of step ``dt`` (default: the smallest median sampling step)
+    over the time all jobs were measured (cut to ``[t0, t1]`` when given, e.g. the steady state).
+
+    ``thresholds``: ``{job: {resource: value}}``, a sample above it is in burst. Missing ones
+    are fitted per job and resource on its own samples in the window by the burst/idle labeller
+    (:class:`driple.collect.labeller.BurstIdleLabeller`, 2-means, midpoint of the centres).
+    ``capacity``: ``{resource: capacity}`` as for :func:`driple.predict.colocate.colocate`, for
+    the overload fraction.
+    """
+    import numpy as np
+
+    if not isinstance(series_by_job, Mapping) or len(series_by_job) < 2:
+        raise DripleError("measured_combined needs {job: series} for at least 2 jobs")
+    cap = check_capacity(capacity or {})
+    thresholds = thresholds or {}
+    jobs = [str(j) for j in series_by_job]
+    data = {str(j): _as_series(s, str(j)) for j, s in series_by_job.items()}
+    resources = [r for r in resource_names() if all(r in data[j] for j in jobs)]
+    if not resources:
+        raise DripleError(f"the jobs share no resource series; each needs some of {list(resource_names())}")
+
+    lo = max(data[j][r][0][0] for j in jobs for r in resources)
+    hi = min(data[j][r][0][-1] for j in jobs for r in resources)
+    if t0 is not None:
+        lo = max(lo, float(t0))
+    if t1 is not None:
+        hi = min(hi, float(t1))
+    if dt is None:
+        steps = [np.median(np.diff(data[j][r][0])) for j in jobs for r in resources if len(data[j][r][0]) > 1]
+        dt = float(min(steps)) if steps else 0.0
+    if not dt > 0:
+        raise DripleError(f"the grid step dt must be positive, got {dt}")
+    n = int(np.floor((hi - lo) / dt + 1e-9))
+    if n < 2:
+        raise DripleError(
+            f"the jobs were measured together for {max(hi - lo, 0.0):.3g} s only (window {lo:.3g}..{hi:.3g} s): "
+            "too short, or their clocks are not shared"
+        )
+    grid = lo + dt * (np.arange(n) + 0.5)
+
+    out = {}
+    for r in resources:
+        values, above, thr_of = {}, {}, {}
+        for j in jobs:
+            t, v = data[j][r]
+            on_grid = v[np.minimum(np.searchsorted(t, grid, side="left"), len(t) - 1)]
+            thr = (thresholds.get(j) or {}).get(r)
+            if thr is None:
+                inside = (t > lo) & (t <= hi + dt)
+                thr = _fit_threshold(t[inside], v[inside], r, random_state) if inside.sum() >= 2 else np.inf
+            thr_of[j] = float(thr)
+            values[j] = on_grid
+            above[j] = on_grid > thr
+        total = np.sum([values[j] for j in jobs], axis=0)
+        count = np.sum([above[j] for j in jobs], axis=0)
+        duty = {j: float(above[j].mean()) for j in jobs}
+        load = MeasuredLoad(
+            resource=r,
+            unit=resource(r).unit,
+            combined_mean=float(total.mean()),
+            collision_fraction=float((count >= 2).mean()),
+            independent_collision=collision_probability(list(duty.values())),
+            duty_cycles=duty,
+            mean_loads={j: float(values[j].mean()) for j in jobs},
+            thresholds=thr_of,
+        )
+        if r in cap:
+            load.capacity = cap[r]
+            load.utilisation = load.combined_mean / cap[r]
+            load.overload_fraction = float((total > overload_level(cap[r])).mean())
+        out[r] = load
+    return MeasuredColocation(jobs=jobs, window_s=(float(lo), float(hi)), dt_s=float(dt), n_samples=n,
+                              resources=out)
+
+
+def _as_series(s, job: str) -> dict:
+    """``{resource: (t, values)}`` with NaNs dropped and t sorted, from a dict or a DataFrame."""
+    import numpy as np
+
+    if hasattr(s, "columns") and hasattr(s, "index"):
+        t = np.asarray(s.index, dtype=np.float64)
+        s = {c: (t, s[c].to_numpy(dtype=np.float64)) for c in s.columns if c in resource_names()}
+    if not isinstance(s, Mapping):
+        raise DripleError(f"series of job {job!r} must be {{resource: (t, values)}} or a rates DataFrame")
+    out = {}
+    for r, tv in s.items():
+        if r not in resource_names():
+            continue
+        t, v = (np.asarray(x, dtype=np.float64).ravel() for x in tv)
+        if len(t) != len(v):
+            raise DripleError(f"job {job!r} {r}: {len(t)} times for {len(v)} values")
+        ok = np.isfinite(t) & np.isfinite(v)
+        t, v = t[ok], v[ok]
+        if len(t) == 0:
+            raise DripleError(f"job {job!r} has no valid {r} samples")
+        order = np.argsort(t, kind="stable")
+        out[r] = (t[order], v[order])
+    return out
+
+
+def _fit_threshold(t: np.ndarray, v: np.ndarray, resource: str, random_state) -> float:
+    import numpy as np
+
+    from driple.collect.labeller import BurstIdleLabeller, sample_durations
+    from driple.metrics import resource as declared
+
+    w = sample_durations(t)
+    w = np.where(w > 0, w, w[0] if w[0] > 0 else 1.0)  # repeated timestamps: one median step
+    lab = BurstIdleLabeller(random_state=random_state, min_gap=declared(resource).min_gap).fit(v, w)
+    return float(lab.threshold_)
+
+
 # -- the collector process of one job -------------------------------------------------------------
 
 def _child_main(config_path: str) -> int:
@@ -691,25 +851,23 @@ def _child_main(config_path: str) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _note)
-    from driple.collect import launcher
-    from driple.collect.launcher import _write_json, run_job
+    from driple.collect.launcher import run_job
 
-    if cfg.get("master_port"):  # the co-run hands each job its own rendezvous port
-        launcher._free_port = lambda: int(cfg["master_port"])
     if stop:  # told to stop while starting up: nothing was launched
-        _write_json(Path(cfg["result"]), {"error": "interrupted by Ctrl-C/SIGTERM before the job started"})
+        write_json(Path(cfg["result"]), {"error": "interrupted by Ctrl-C/SIGTERM before the job started"})
         return 130
     code = 0
     try:
         result = run_job(JobSpec.from_dict(cfg["spec"]), cfg["setting"], seconds=cfg["seconds"],
                          out_dir=cfg["out_dir"], timeout=cfg["timeout"], period_s=cfg["period_s"],
-                         job_id=cfg["job_id"], record=False)
+                         job_id=cfg["job_id"], record=False,
+                         master_port=cfg.get("master_port"))  # the co-run's: one port per job
     except JobInterrupted as interrupted:
         result, code = interrupted.result, 130
     except DripleError as err:
-        _write_json(Path(cfg["result"]), {"error": str(err)})
+        write_json(Path(cfg["result"]), {"error": str(err)})
         return 2
-    _write_json(Path(cfg["result"]), {
+    write_json(Path(cfg["result"]), {
         "row": result.row,
         "raw_path": str(result.raw_path) if result.raw_path else None,
         "detail_path": str(result.detail_path) if result.detail_path else None,

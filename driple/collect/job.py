@@ -3,7 +3,8 @@
 A :class:`JobSpec` names the model (a zoo name, or ``module:function`` / ``path/to/file.py:function``
 for the user's own code), its knobs, batch size, optimizer and the seed. Together with a
 setting and the measurement length it gives a stable :func:`job_id`, so a sweep that is
-restarted recognises the jobs it has already done.
+restarted recognises the jobs it has already done. :meth:`JobSpec.parse` reads the one-line
+form ``MODEL[,knob=value...]`` that the command line and co-run grids use.
 """
 from __future__ import annotations
 
@@ -14,8 +15,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from driple.errors import DripleError
+from driple.zoo.optim import OPTIMIZERS
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
+
+def parse_knobs(pairs: list[str] | None) -> dict:
+    """``["depth=50", "dropout=0.1"]`` -> ``{"depth": 50, "dropout": 0.1}`` (YAML scalars)."""
+    import yaml
+
+    knobs = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DripleError(f"cannot read --set {pair!r}; write knob=value, e.g. --set depth=50")
+        try:
+            knobs[key.strip()] = yaml.safe_load(value.strip())
+        except yaml.YAMLError:
+            knobs[key.strip()] = value.strip()
+    return knobs
 
 
 @dataclass
@@ -26,7 +42,7 @@ class JobSpec:
         workload (``model``, ``make_batch``, ``loss_fn``) or an ``nn.Module`` with an
         ``input_shape`` attribute (shape of one sample; the loss is then the mean square output).
     batch_size: samples per worker per iteration (None: the model's default).
-    optimizer: ``sgd``, ``adam`` or ``adamw``; lr: learning rate (None: the optimizer default).
+    optimizer: a name of :data:`driple.zoo.optim.OPTIMIZERS`; lr: learning rate (None: the optimizer default).
     knobs: keyword arguments of the model builder (e.g. ``{"depth": 8}``).
     seed: seeds weights and synthetic data (worker ``r`` draws its data with ``seed + r``).
     warmup: iterations run before measurement starts (excluded from every figure).
@@ -65,6 +81,24 @@ class JobSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def parse(cls, text: str, **fields) -> "JobSpec":
+        """``"resnet,depth=56,bs=64,opt=adam"`` -> the job: a model (zoo name or
+        ``module:function``) then comma-separated ``knob=value`` pairs, where ``bs`` and ``opt``
+        set the batch size and optimizer; ``fields`` set other fields (e.g. ``warmup``)."""
+        model, *pairs = [p.strip() for p in text.split(",")]
+        if not model or "=" in model:
+            raise DripleError(f"cannot read job {text!r}; write MODEL[,knob=value...], e.g. resnet50,bs=32")
+        knobs = parse_knobs(pairs)
+        batch_size = knobs.pop("bs", None)
+        optimizer = str(knobs.pop("opt", "sgd"))
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise DripleError(f"bs={batch_size!r} in job {text!r} is not a positive integer")
+        if optimizer not in OPTIMIZERS:
+            raise DripleError(f"opt={optimizer!r} in job {text!r}: use "
+                              f"{', '.join(OPTIMIZERS[:-1])} or {OPTIMIZERS[-1]}")
+        return cls(model=model, knobs=knobs, batch_size=batch_size, optimizer=optimizer, **fields)
 
     @classmethod
     def from_dict(cls, data: dict) -> "JobSpec":

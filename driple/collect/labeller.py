@@ -35,12 +35,9 @@ import numpy as np
 import pandas as pd
 
 from driple.errors import DripleError
-from driple.metrics import METRICS, RESOURCES
+from driple.metrics import resources, targets
 
 SHARES = ("I", "BIB", "B")
-
-# Two k-means centres closer than this are one level (units of the resource: %, %, MB/s, MB/s).
-MIN_GAP = {"compute": 1.0, "memory": 0.01, "tx": 0.1, "rx": 0.1}
 
 
 class BurstIdleLabeller:
@@ -178,7 +175,7 @@ class BurstIdleLabeller:
         return 0.0
 
 
-def _sample_durations(index: np.ndarray) -> np.ndarray:
+def sample_durations(index: np.ndarray) -> np.ndarray:
     """Duration (s) of each row: the gap to the previous row (the first gets the median gap)."""
     t = np.asarray(index, dtype=np.float64)
     if len(t) < 2:
@@ -201,12 +198,14 @@ def label_rates(
     only rows with ``t0 <= t <= t1`` are used (the steady-state window). NaN rows of a
     resource (e.g. before the first GPU driver sample) are dropped for that resource.
     """
-    missing = [r for r in RESOURCES if r not in df.columns]
+    names = [r.name for r in resources()]
+    missing = [r for r in names if r not in df.columns]
     if missing:
-        raise DripleError(f"rates table lacks column(s) {missing}; expected {list(RESOURCES)}")
-    gaps = {**MIN_GAP, **(min_gap or {})}
+        raise DripleError(f"rates table lacks column(s) {missing}; expected {names}")
+    # two k-means centres closer than a resource's min_gap are one level (driple.metrics)
+    gaps = {**{r.name: r.min_gap for r in resources()}, **(min_gap or {})}
     t = df.index.to_numpy(dtype=np.float64)
-    dt = _sample_durations(t)
+    dt = sample_durations(t)
     keep = np.ones(len(t), dtype=bool)
     if t0 is not None:
         keep &= t >= t0
@@ -219,7 +218,7 @@ def label_rates(
         )
     out: dict = {}
     shares: dict = {}
-    for res in RESOURCES:
+    for res in names:
         v = df[res].to_numpy(dtype=np.float64)[keep]
         d = dt[keep]
         ok = np.isfinite(v)
@@ -231,4 +230,4 @@ def label_rates(
         out[f"{res}_idle_duration"] = lab.idle_duration_
         for s in SHARES:
             shares[f"{res}_share_{s}"] = lab.shares_[s]
-    return {**{m: out[m] for m in METRICS}, **shares}
+    return {**{t.name: out[t.name] for t in targets() if t.resource is not None}, **shares}

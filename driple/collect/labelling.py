@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driple.metrics import METRICS, RESOURCES
+from driple.collect.timeline.labels import RESOURCES as TIMELINE_RESOURCES
 
 LABELLERS = ("timeline", "kmeans")
-#: Row columns besides the 12 metrics that the timeline labeller fills (mean over workers).
+#: Row columns besides the resources' targets that the timeline labeller fills (mean over workers).
 TIMELINE_EXTRAS = ("step_time", "step_time_iqr", "memory_low_mb", "memory_burst_pct",
-                   *(f"{r}_bursts_per_iter" for r in RESOURCES))
+                   *(f"{r}_bursts_per_iter" for r in TIMELINE_RESOURCES))
 KMEANS_PREFIX = "kmeans_"
 
 
@@ -100,12 +100,13 @@ def label_job(timelines: dict, series=None, labellers=LABELLERS, shared_clock: b
                 raise
             entry = {"error": str(err)}
         out.per_rank[name] = entry
-    for part, keys in (("labels", [*METRICS, *TIMELINE_EXTRAS]), ("kmeans", None)):
+    metrics = [f"{r}_{k}" for r in TIMELINE_RESOURCES for k in ("burst_amount", "burst_duration", "idle_duration")]
+    for part, keys in (("labels", [*metrics, *TIMELINE_EXTRAS]), ("kmeans", None)):
         flat = {n: e[part] for n, e in out.per_rank.items() if part in e}
         if not flat:
             continue
         keys = keys or sorted({k for e in flat.values() for k in e})
         out.row.update(mean_over_workers(flat, keys))
         if part == "labels":
-            out.agreement = worker_agreement(flat, [*METRICS, "step_time"])
+            out.agreement = worker_agreement(flat, [*metrics, "step_time"])
     return out

@@ -28,15 +28,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from driple.collect.files import write_json
+from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as make_job_id
 from driple.collect.workers.common import DRIVER_ENV, PARENT_ENV, parent_death_hook
 from driple.errors import DripleError
-from driple.interrupts import note as note_signal
 from driple.settings import Setting, parse_setting
 
 LAUNCHERS = ("env", "torchrun")
@@ -72,6 +72,7 @@ def run_job(
     min_iterations: int = MIN_ITERATIONS,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
     timeline: str = "marks",
+    master_port: int | None = None,
 ) -> JobResult:
     """Launch ``spec`` in ``setting`` for real, measure after warm-up, return its row.
 
@@ -88,6 +89,8 @@ def run_job(
     and :class:`DripleError` for unusable input (unknown setting, no root for namespaces).
     ``record=True`` also appends the row to ``out_dir/results.csv`` (and starts
     ``provenance.json`` there); sweeps and the CLI pass False and record rows themselves.
+    ``master_port``: the ranks' rendezvous port on loopback (default: a free one picked now; a
+    co-run hands each of its jobs its own); an emulated cluster always uses 29500 on its hosts.
     """
     spec = spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
     setting = parse_setting(setting)
@@ -125,12 +128,12 @@ def run_job(
         "setting": setting.to_dict(), "spec": spec.to_dict(),
     }))
 
-    run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s)
+    run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port)
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     interrupted = False
     try:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             run.start_and_wait()
     except KeyboardInterrupt:
         interrupted = True
@@ -140,7 +143,7 @@ def run_job(
     except Exception as err:  # a launcher bug or an OS error: the job fails, the sweep goes on
         run.fail(f"launcher error: {err!r}")
     finally:
-        with _deferred_interrupts() as pending:
+        with deferred_interrupts() as pending:
             run.cleanup()
         interrupted = interrupted or pending.fired
         if pending.fired and run.status == "ok":
@@ -151,7 +154,7 @@ def run_job(
 
     row, detail = build_row(run, started=started, duration_s=duration, out_dir=out_dir)
     detail_path = raw_dir / f"{jid}.json"
-    _write_json(detail_path, detail)
+    write_json(detail_path, detail)
     _merge_logs(work, raw_dir / f"{jid}.log")
     shutil.rmtree(work, ignore_errors=True)
     raw_path = run.raw_path if run.raw_path and run.raw_path.exists() else None
@@ -171,10 +174,10 @@ def run_job(
 class _Run:
     """The processes, sampler and cluster of one job, and what became of them."""
 
-    def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s):
+    def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port=None):
         self.spec, self.setting, self.job_id = spec, setting, jid
         self.work, self.raw_dir, self.timeout = work.resolve(), raw_dir, timeout
-        self.launcher, self.period_s = launcher, period_s
+        self.launcher, self.period_s, self.master_port = launcher, period_s, master_port
         self.names = roles(setting)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.cluster = None
@@ -226,14 +229,17 @@ class _Run:
         return env
 
     def _module(self) -> str:
-        return f"driple.collect.workers.{self.setting.strategy}"
+        """The worker module of the setting's strategy (its registration)."""
+        from driple.strategies import get_strategy
+
+        return get_strategy(self.setting.strategy).worker
 
     def _spawn_env(self, hosts) -> None:
         base = self._base_env()
         if self.cluster is not None:
             master, port = self.cluster.hosts[0].address, 29500
         else:
-            master, port = "127.0.0.1", _free_port()
+            master, port = "127.0.0.1", self.master_port or _free_port()
         for rank, name in enumerate(self.names):
             env = dict(base, MASTER_ADDR=master, MASTER_PORT=str(port), RANK=str(rank),
                        LOCAL_RANK=str(0 if hosts[rank] else rank),
@@ -486,72 +492,8 @@ def _require_gpus(setting: Setting) -> None:
         raise DripleError(f"setting {setting.id} needs {setting.workers} GPUs on this host; found {have}")
 
 
-def _write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=_json_default))
-    os.replace(tmp, path)
-
-
-def _json_default(obj):
-    try:
-        import numpy as np
-
-        if isinstance(obj, np.generic):
-            return obj.item()
-        if isinstance(obj, np.ndarray):
-            return obj.tolist()
-    except ImportError:
-        pass
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def _merge_logs(work: Path, dest: Path) -> None:
     with open(dest, "w") as out:
         for log in sorted(work.glob("*.log")):
             out.write(f"===== {log.stem} =====\n")
             out.write(log.read_text(errors="replace"))
-
-
-@contextlib.contextmanager
-def _signals_as_interrupt():
-    """SIGTERM and SIGHUP raise KeyboardInterrupt like Ctrl-C, so clean-up always runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        note_signal(signum)
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-class _Pending:
-    fired = False
-
-
-@contextlib.contextmanager
-def _deferred_interrupts():
-    """Hold Ctrl-C/SIGTERM/SIGHUP while cleaning up; ``.fired`` says one arrived."""
-    pending = _Pending()
-    if threading.current_thread() is not threading.main_thread():
-        yield pending
-        return
-
-    def _note(signum, frame):
-        note_signal(signum)
-        pending.fired = True
-
-    old = {s: signal.signal(s, _note) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield pending
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)

@@ -22,8 +22,8 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
+from driple.collect.interrupts import raise_interrupt
 from driple.errors import DripleError
-from driple.interrupts import note as note_signal
 
 PREFIX = "driple-"
 SUBNET = "10.211.0"  # /24, exists only inside the namespaces
@@ -169,20 +169,16 @@ class EmulatedCluster:
             return
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is signal.SIG_DFL:
-                self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
+                self._old_handlers[sig] = signal.signal(sig, raise_interrupt)
 
     def _unhook_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig, old in getattr(self, "_old_handlers", {}).items():
-            if signal.getsignal(sig) is _raise_interrupt:
+            if signal.getsignal(sig) is raise_interrupt:
                 signal.signal(sig, old)
         self._old_handlers = {}
 
-
-def _raise_interrupt(signum, frame):
-    note_signal(signum)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _no_ipv6(dev: str) -> None:

@@ -15,9 +15,7 @@ import os
 from pathlib import Path
 
 from driple.errors import DripleError
-from driple.metrics import RESOURCES
-
-TITLES = {"compute": "compute (%)", "memory": "memory (MB)", "tx": "network TX (MB/s)", "rx": "network RX (MB/s)"}
+from driple.metrics import resource, resource_names
 
 
 def resolve_run(run: str | os.PathLike, dataset: str | os.PathLike = ".") -> tuple[Path, Path | None]:
@@ -95,7 +93,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
     host_mb = float(series.meta.get("host_mem_bytes") or 0) / 1e6
     to_s = lambda ns: (np.asarray(ns, dtype=float) - series.start_ns) / 1e9  # noqa: E731
 
-    fig, axes = plt.subplots(len(RESOURCES), len(names), figsize=(5.5 * len(names) + 1, 9.5),
+    fig, axes = plt.subplots(len(resource_names()), len(names), figsize=(5.5 * len(names) + 1, 9.5),
                              sharex=True, squeeze=False)
     for j, name in enumerate(names):
         df = series.rates(name)
@@ -116,7 +114,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
                 runs[d] = to_s(union(net[name][d], MERGE_GAP_NS))
         starts = to_s(tl.iters[:, 0]) if tl is not None else []
         v2, km = entry.get("labels", {}), entry.get("kmeans", {})
-        for i, res in enumerate(RESOURCES):
+        for i, res in enumerate(resource_names()):
             ax = axes[i][j]
             if res == "memory":
                 rss = df["memory"].to_numpy(dtype=float) * host_mb / 100.0
@@ -150,10 +148,10 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
                     top = max(top, float(tl.mem[:, 1].max()) / 1e6)
                 ax.set_ylim(0, top * 1.3 if top > 0 else 1.0)
             if j == 0:
-                ax.set_ylabel(TITLES[res])
+                ax.set_ylabel(f"{resource(res).title} ({'MB' if res == 'memory' else resource(res).unit})")
             if i == 0:
                 ax.set_title(name)
-            if i == len(RESOURCES) - 1:
+            if i == len(resource_names()) - 1:
                 ax.set_xlabel("time since sampling started (s)")
     spec = detail.get("spec", {})
     fig.suptitle(

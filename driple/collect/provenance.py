@@ -13,6 +13,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from driple.collect.files import write_json
+
 
 def host_facts() -> dict:
     """This machine and its software: CPU model, cores, memory (bytes), kernel, versions."""
@@ -89,10 +91,7 @@ def record(out_dir: str | os.PathLike, command: list[str] | None = None, **extra
         "command": command if command is not None else _command_line(),
         **extra,
     })
-    tmp = path.with_name(".provenance.json.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-    return path
+    return write_json(path, data)
 
 
 def _command_line() -> list[str]:

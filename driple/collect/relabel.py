@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import targets
 
 
 def _job_labels(dataset_dir: str | Path, job_id: str, labellers):
@@ -74,7 +74,8 @@ def columns_of(labeller: str) -> list[str]:
     """The result-table columns a labeller fills and :func:`check_dataset` compares."""
     from driple.collect.labelling import KMEANS_PREFIX
 
-    return [*METRICS, "step_time"] if labeller == "timeline" else [KMEANS_PREFIX + m for m in METRICS]
+    metrics = [t.name for t in targets() if t.resource is not None]
+    return [*metrics, "step_time"] if labeller == "timeline" else [KMEANS_PREFIX + m for m in metrics]
 
 
 def check_dataset(dataset_dir: str | Path, progress: bool = True, rtol: float = 0.0,

@@ -8,7 +8,7 @@ per-rank detail ``raw/<job_id>.json``, not in the mean).
 Row columns (units):
 - ``job_id``, ``setting`` (id), ``model``, ``family``, ``knobs`` (JSON), ``batch_size`` (per
   worker), ``optimizer``, ``lr``, ``seed``, ``seconds`` (asked measurement length, s)
-- the 12 metrics of :data:`driple.metrics.METRICS` from the timeline labeller (%, MB, MB/s, s;
+- the 12 metrics of :func:`driple.metrics.target_names` from the timeline labeller (%, MB, MB/s, s;
   see :mod:`driple.collect.timeline.labels`), ``step_time`` (median iteration period, s) and
   ``samples_per_s`` (workers x batch / step time)
 - ``iter_time_mean_s``, ``iter_time_std_s`` (over all measured iterations of all workers),
@@ -39,12 +39,16 @@ import os
 from pathlib import Path
 
 from driple.csvtable import check_lines, read_csv
-from driple.metrics import METRICS
+from driple.metrics import target_names
+
+# a measurement during which other processes used more than this % of the host CPU is
+# "contended": training leaves it out (--max-contention) and `collect run` says so
+CONTENDED_PCT = 10.0
 
 LABELS_VERSION = "timeline-v2"
 BASE_COLUMNS = (
     "job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "lr", "seed", "seconds",
-    *METRICS, "step_time", "samples_per_s",
+    *target_names(), "step_time", "samples_per_s",
     "iter_time_mean_s", "iter_time_std_s", "iterations",
     "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct", "run_delay_pct",
     "cpu_model", "cpu_cores", "gpu_model", "labels",
@@ -258,7 +262,7 @@ def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dic
         "lr": spec.lr,
         "seed": spec.seed,
         "seconds": _seconds(run),
-        **{m: float("nan") for m in METRICS},
+        **{m: float("nan") for m in target_names()},
         "step_time": float("nan"),
         "samples_per_s": float("nan"),
         "iter_time_mean_s": float("nan"),

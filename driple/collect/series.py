@@ -1,7 +1,8 @@
 """Raw sampler output -> per-target rate time series (the input of the labeller).
 
 :func:`read_raw` loads the ``.npz`` written by a :class:`~driple.collect.sampling.SamplerProcess`;
-:meth:`RawSeries.rates` differences the cumulative counters over each sampling interval:
+:meth:`RawSeries.rates` gives one column per declared resource (:mod:`driple.metrics`), each
+computed from the sampler's counters as the resource's ``rate`` says (:data:`RATE_KINDS`):
 
 - ``compute`` (%): CPU: d(cpu_ns) / d(t_ns) / cores x 100 (100 = every allotted core busy);
   GPU: NVML utilization.gpu, time-averaged over the interval.
@@ -25,7 +26,6 @@ import pandas as pd
 from driple.errors import DripleError
 
 FORMAT = "driple-raw-1"
-RATE_COLUMNS = ("compute", "memory", "tx", "rx")
 
 
 def _integrate_steps(t_ns: np.ndarray, values: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
@@ -99,29 +99,22 @@ class RawSeries:
         )
 
     def rates(self, target_name: str) -> pd.DataFrame:
-        """Rates of one target: columns compute (%), memory (%), tx (MB/s), rx (MB/s), index t (s)."""
+        """Rates of one target: one column per declared resource (compute %, memory %, tx MB/s,
+        rx MB/s), index t (s)."""
+        from driple.metrics import resources
+
         tgt = self.target(target_name)
-        p = f"{target_name}/"
-        t_ns = self.arrays[p + "t_ns"].astype(np.int64)
+        t_ns = self.arrays[f"{target_name}/t_ns"].astype(np.int64)
         index = pd.Index((t_ns[1:] - self.start_ns) / 1e9, name="t")
         if len(t_ns) < 2:
-            return pd.DataFrame({c: np.zeros(0) for c in RATE_COLUMNS}, index=index)
+            return pd.DataFrame({r.name: np.zeros(0) for r in resources()}, index=index)
         dt_ns = np.diff(t_ns).astype(np.float64)
-        if self.meta["device"] == "gpu":
-            out = {}
-            for col, kind in (("compute", "gpu"), ("memory", "memory")):
-                gi = tgt["gpu_index"]
-                ts = self.arrays[f"gpu{gi}/{kind}_t_us"] * 1000 - int(self.meta["clock_offset_ns"])
-                integral = _integrate_steps(ts, self.arrays[f"gpu{gi}/{kind}_util"], t_ns)
-                out[col] = np.diff(integral) / dt_ns
-            compute, memory = out["compute"], out["memory"]
-        else:
-            compute = np.diff(self.arrays[p + "cpu_ns"]) / dt_ns / float(tgt["cores"]) * 100.0
-            host = float(self.meta["host_mem_bytes"]) or np.nan
-            memory = self.arrays[p + "rss_bytes"][1:] / host * 100.0
-        tx = np.diff(self.arrays[p + "tx_bytes"]) / dt_ns * 1e3  # bytes/ns -> MB/s
-        rx = np.diff(self.arrays[p + "rx_bytes"]) / dt_ns * 1e3
-        return pd.DataFrame({"compute": compute, "memory": memory, "tx": tx, "rx": rx}, index=index)
+        device = self.meta["device"]
+        out = {}
+        for r in resources():
+            kind, counter = r.rate[device]
+            out[r.name] = RATE_KINDS[kind](self, tgt, counter, t_ns, dt_ns)
+        return pd.DataFrame(out, index=index)
 
     def interface_rates(self) -> pd.DataFrame:
         """Cross-check: rx/tx of every host interface (MB/s), columns ``<iface>_rx``, ``<iface>_tx``.
@@ -135,6 +128,35 @@ class RawSeries:
             for d in ("rx", "tx"):
                 cols[f"{name}_{d}"] = np.diff(self.arrays[f"iface/{d}_bytes"][i]) / dt_ns * 1e3
         return pd.DataFrame(cols, index=pd.Index((t_ns[1:] - self.start_ns) / 1e9, name="t"))
+
+
+def _cpu_time(series: RawSeries, tgt: dict, counter: str, t_ns, dt_ns) -> np.ndarray:
+    """% of the allotted cores: d(CPU ns) / d(t ns) / cores x 100."""
+    return np.diff(series.arrays[f"{tgt['name']}/{counter}"]) / dt_ns / float(tgt["cores"]) * 100.0
+
+
+def _host_share(series: RawSeries, tgt: dict, counter: str, t_ns, dt_ns) -> np.ndarray:
+    """% of host memory held at the end of each interval (counter in bytes)."""
+    host = float(series.meta["host_mem_bytes"]) or np.nan
+    return series.arrays[f"{tgt['name']}/{counter}"][1:] / host * 100.0
+
+
+def _bytes(series: RawSeries, tgt: dict, counter: str, t_ns, dt_ns) -> np.ndarray:
+    """MB/s: d(bytes) / d(t)."""
+    return np.diff(series.arrays[f"{tgt['name']}/{counter}"]) / dt_ns * 1e3  # bytes/ns -> MB/s
+
+
+def _nvml(series: RawSeries, tgt: dict, kind: str, t_ns, dt_ns) -> np.ndarray:
+    """NVML utilisation (%, ``kind`` gpu or memory) of the target's GPU, time-averaged over each
+    interval."""
+    gi = tgt["gpu_index"]
+    ts = series.arrays[f"gpu{gi}/{kind}_t_us"] * 1000 - int(series.meta["clock_offset_ns"])
+    integral = _integrate_steps(ts, series.arrays[f"gpu{gi}/{kind}_util"], t_ns)
+    return np.diff(integral) / dt_ns
+
+
+#: How a rate column is computed from a target's counters (a resource's ``rate`` names one).
+RATE_KINDS = {"cpu_time": _cpu_time, "host_share": _host_share, "bytes": _bytes, "nvml": _nvml}
 
 
 def host_busy_cores(series: RawSeries, t0: float, t1: float) -> float | None:

@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from driple.collect.files import write_text
 from driple.collect.job import JobInterrupted, JobSpec, job_id
 from driple.collect.results import ResultTable
 from driple.errors import DripleError
@@ -98,13 +99,8 @@ def write_grid(path: str | os.PathLike, n: int | None = None, seed: int = 0,
         doc["warmup"] = int(warmup)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(
-        f"# driple collect grid: {len(jobs)} jobs from driple.zoo.sweep_configs(seed={seed})\n"
-        + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-    )
-    os.replace(tmp, path)
-    return path
+    return write_text(path, f"# driple collect grid: {len(jobs)} jobs from driple.zoo.sweep_configs(seed={seed})\n"
+                      + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None))
 
 
 def _copy_grid(grid_path: Path, out_dir: Path) -> None:
@@ -118,9 +114,7 @@ def _copy_grid(grid_path: Path, out_dir: Path) -> None:
         while (out_dir / f"grid-{n}.yaml").exists():
             n += 1
         os.replace(dest, out_dir / f"grid-{n}.yaml")
-    tmp = out_dir / ".grid.yaml.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, dest)
+    write_text(dest, text)
 
 
 def host_busy_pct(window_s: float = 3.0) -> float:
@@ -193,7 +187,7 @@ def run_sweep(
     max_seconds = float(max_seconds or grid.get("max_seconds") or DEFAULT_MAX_SECONDS)
     min_iterations = int(min_iterations or grid.get("min_iterations") or MIN_ITERATIONS)
     ResultTable(out_dir).check_hardware(allow=allow_other_hardware)
-    from driple.collect.workload import check_models
+    from driple.zoo.workload import check_models
 
     check_models([spec.model for spec in grid["jobs"]])
     out_dir.mkdir(parents=True, exist_ok=True)

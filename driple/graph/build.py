@@ -22,12 +22,12 @@ import torch
 from torch import nn
 
 from driple.errors import DripleError
-from driple.graph.comm import add_ddp_comm, add_ps_comm
 from driple.graph.features import OpVocabulary, default_vocabulary, feature_names, node_table
 from driple.graph.grouping import FluidGrouper
 from driple.graph.opgraph import build_op_graph
 from driple.graph.trace import trace_training_step
 from driple.settings import Setting, parse_setting
+from driple.strategies import find_strategy, get_strategy, strategy_names
 
 #: Graph-level attributes (units): trainable parameters (count), FLOPs per step (GFLOP),
 #: forward output bytes (MB), bytes one worker sends per step (MB), batch size, ops in the graph.
@@ -69,28 +69,22 @@ def _resolve_strategy(strategy: Any, workers: int | None, servers: int | None) -
         return parse_setting(strategy)
     if strategy in (None, "none", "single"):
         return Setting(strategy="ddp", workers=1)
-    if strategy == "ddp":
-        return Setting(strategy="ddp", workers=2 if workers is None else workers)
-    if strategy == "ps":  # 0 workers or servers are refused by Setting, not replaced
-        return Setting(strategy="ps", workers=2 if workers is None else workers,
-                       servers=1 if servers is None else servers)
-    raise DripleError(
-        f"unknown strategy {strategy!r}; use 'ddp', 'ps', 'none' or a setting id like 'cpu-ddp-w2-lo'"
-    )
+    known = find_strategy(strategy)
+    if known is not None:  # servers only where the strategy has them; 0 is refused by Setting, not replaced
+        return Setting(strategy=known.name, workers=2 if workers is None else workers,
+                       servers=(1 if servers is None else servers) if known.servers else 0)
+    names = ", ".join(repr(n) for n in (*strategy_names(), "none"))
+    raise DripleError(f"unknown strategy {strategy!r}; use {names} or a setting id like 'cpu-ddp-w2-lo'")
 
 
 def op_graph_for(model: nn.Module, example_batch: Any, loss_fn=None, optimizer: Any = "sgd",
                  strategy: Any = "ddp", workers: int | None = None, servers: int | None = None):
-    """Trace the step and add communication; returns ``(op graph, traced step, setting, comm)``."""
+    """Trace the step and add communication (the setting's strategy's hook, none for a single
+    process); returns ``(op graph, traced step, setting, comm)``."""
     setting = _resolve_strategy(strategy, workers, servers)
     traced = trace_training_step(model, example_batch, loss_fn=loss_fn, optimizer=optimizer)
     graph = build_op_graph(traced)
-    if setting.strategy == "ps":
-        comm = add_ps_comm(graph, traced, setting.servers)
-    elif setting.workers > 1:
-        comm = add_ddp_comm(graph, traced, setting.workers)
-    else:
-        comm = []
+    comm = [] if setting.single_process else get_strategy(setting.strategy).add_comm(graph, traced, setting)
     return graph, traced, setting, comm
 
 
@@ -112,7 +106,8 @@ def build_input(
 
     ``example_batch`` is ``(inputs, targets)`` (or just inputs); ``optimizer`` a name
     (``"sgd"``, ``"adam"``, ``"adamw"``), class, instance or ``params -> optimizer`` function;
-    ``strategy`` ``"ddp"``, ``"ps"``, ``"none"`` or a setting id/:class:`Setting`.
+    ``strategy`` a registered strategy's name (``"ddp"``, ``"ps"``; see :mod:`driple.strategies`),
+    ``"none"`` or a setting id/:class:`Setting`.
     Returns a :class:`torch_geometric.data.Data` (see module docstring).
     """
     from torch_geometric.data import Data
@@ -164,7 +159,7 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
         batch_size=traced.batch_size,
         groups=grouper.n_groups_,
         dropped_ops=grouper.dropped_,
-        strategy=setting.strategy if setting.workers > 1 or setting.strategy == "ps" else "none",
+        strategy="none" if setting.single_process else setting.strategy,
         workers=setting.workers,
         servers=setting.servers,
         optimizer=traced.optimizer,
@@ -179,30 +174,17 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
 def build_zoo_input(name: str, batch_size: int | None = None, optimizer: str = "sgd",
                     strategy: Any = "ddp", workers: int | None = None, servers: int | None = None,
                     **kwargs):
-    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options."""
+    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options.
+
+    The model and its batch are built on the meta device (shapes, no memory; see
+    :func:`driple.zoo.build_workload`): the trace reads only shapes, and the graph is the same."""
+    from driple.zoo.registry import build_workload
+
     builder_opts = {k: kwargs.pop(k) for k in ("groups", "grouping", "features", "seed", "vocabulary")
                     if k in kwargs}
-    wl = _shape_only_workload(name, batch_size, kwargs)
-    data = build_input(wl.model, wl.example_batch, loss_fn=wl.loss_fn, optimizer=optimizer,
+    wl = build_workload(name, batch_size, shapes_only=True, **kwargs)
+    data = build_input(wl.model, wl.make_batch(device="meta"), loss_fn=wl.loss_fn, optimizer=optimizer,
                        strategy=strategy, workers=workers, servers=servers, **builder_opts)
     data.summary["model"] = wl.name
     data.summary["family"] = wl.family
     return data
-
-
-def _shape_only_workload(name: str, batch_size: int | None, knobs: dict):
-    """The zoo workload with its model built on the meta device: the trace reads only the shapes
-    of parameters and buffers, and drawing real weights costs more than tracing (GPT-2 small:
-    ~2.7 s of CPU, 0.1 s on meta). The graph is the same; a model that cannot be built on meta
-    is built as :func:`driple.zoo.build_workload` builds it."""
-    from driple.zoo import Workload, build_workload, resolve_config
-    from driple.zoo.registry import build_model, family_of
-
-    config = resolve_config(name, batch_size, **knobs)
-    family = family_of(name)
-    try:
-        model = build_model(family.name, config, device="meta")
-    except Exception:  # noqa: BLE001 — an initialiser without a meta kernel: real weights, as before
-        return build_workload(name, batch_size=batch_size, **knobs)
-    task = family.task(config)
-    return Workload(name, family.name, model, config, task.loss_fn, task)

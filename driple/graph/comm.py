@@ -1,6 +1,7 @@
 """Communication nodes of a distributed strategy, added to a single-process op graph.
 
-A single-process trace has no communication; a distributed step does. Here:
+A single-process trace has no communication; a distributed step does. Each strategy's
+registration (:mod:`driple.strategies`) names its hook here (:func:`ddp_comm`, :func:`ps_comm`):
 
 - **DDP** (all-reduce): gradients are grouped into buckets exactly as torch's Reducer does after
   its first iteration — in gradient-ready order (the order gradients appear in the backward
@@ -8,7 +9,7 @@ A single-process trace has no communication; a distributed step does. Here:
   ``_compute_bucket_assignment_by_size``. One ``comm.allreduce`` node per bucket, fed by the
   gradients in it and feeding the optimizer ops that read them; buckets complete in order.
 - **Parameter server**: parameters are placed on P servers by greedy load balancing (largest
-  first onto the least-loaded server). Per server one ``comm.push`` (the gradients it owns) →
+  first onto the least-loaded server; :func:`driple.strategies.ps.ps_shards`). Per server one ``comm.push`` (the gradients it owns) →
   the update of its parameters → one ``comm.pull`` (the fresh parameters).
 
 Node ``out_bytes`` of a comm node is the bytes one worker moves for it per step in each
@@ -22,6 +23,7 @@ import torch
 
 from driple.graph.opgraph import resolve
 from driple.graph.trace import TracedStep
+from driple.strategies.ps import ps_shards
 
 #: DDP defaults in torch ≥ 2.0 (bytes): first bucket and every later bucket.
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024
@@ -52,19 +54,6 @@ def ddp_buckets(
         metas, limits, [False] * len(metas), list(range(len(metas)))
     )
     return [list(b) for b in buckets]
-
-
-def ps_shards(param_bytes: list[int], servers: int) -> list[int]:
-    """Server index of each parameter: largest first onto the least-loaded server (ties: lowest id)."""
-    if servers < 1:
-        raise ValueError("servers must be >= 1")
-    load = [0] * servers
-    owner = [0] * len(param_bytes)
-    for i in sorted(range(len(param_bytes)), key=lambda i: (-param_bytes[i], i)):
-        s = min(range(servers), key=lambda s: (load[s], s))
-        owner[i] = s
-        load[s] += param_bytes[i]
-    return owner
 
 
 def _grad_ops(graph: nx.DiGraph, traced: TracedStep, i: int) -> tuple[str, ...]:
@@ -134,3 +123,13 @@ def add_ps_comm(graph: nx.DiGraph, traced: TracedStep, servers: int) -> list[dic
                 graph.add_edge(updates[-1], pull)
         out.append({"params": params, "bytes": payload})
     return out
+
+
+def ddp_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
+    """The DDP strategy's hook: :func:`add_ddp_comm` for ``setting.workers``."""
+    return add_ddp_comm(graph, traced, setting.workers)
+
+
+def ps_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
+    """The parameter-server strategy's hook: :func:`add_ps_comm` for ``setting.servers``."""
+    return add_ps_comm(graph, traced, setting.servers)

@@ -418,6 +418,12 @@ def default_loss(output: Any, targets: Any) -> torch.Tensor:
     return nn.functional.mse_loss(output, targets)
 
 
+def _optimizer_names() -> str:
+    from driple.zoo.optim import OPTIMIZERS
+
+    return ", ".join(repr(name) for name in OPTIMIZERS)
+
+
 def _make_optimizer(spec: Any, params: list[nn.Parameter]) -> torch.optim.Optimizer:
     """Build the optimizer over the fake parameters from a name, a factory or an instance."""
     if isinstance(spec, str):
@@ -433,11 +439,11 @@ def _make_optimizer(spec: Any, params: list[nn.Parameter]) -> torch.optim.Optimi
         if not isinstance(opt, torch.optim.Optimizer):
             raise DripleError(
                 f"the optimizer factory returned {type(opt).__name__}, not a torch.optim.Optimizer; "
-                "pass a name ('sgd', 'adam', 'adamw'), an optimizer class, or a function params -> optimizer"
+                f"pass a name ({_optimizer_names()}), an optimizer class, or a function params -> optimizer"
             )
     else:
         raise DripleError(
-            f"cannot use {spec!r} as an optimizer; pass a name ('sgd', 'adam', 'adamw'), an "
+            f"cannot use {spec!r} as an optimizer; pass a name ({_optimizer_names()}), an "
             "optimizer class, an optimizer instance, or a function params -> optimizer"
         )
     for group in opt.param_groups:  # per-parameter kernels, as on CPU; fused/foreach would hide them
@@ -464,6 +470,15 @@ def _fake_parameter(t: torch.Tensor, fake_mode) -> torch.Tensor:
     p = _like(t, fake_mode).requires_grad_(True)
     p._is_param = True
     return p
+
+
+def _fake_batch(value: Any, fake_mode) -> Any:
+    """The example batch as the trace reads it: a meta tensor (shapes only, see
+    :func:`driple.zoo.workload.example_batch`) becomes a fake tensor on the default device, a
+    real tensor a fake one (its data is never read); nested ones on meta are converted too."""
+    if isinstance(value, torch.Tensor):
+        return _like(value, fake_mode) if value.is_meta else fake_mode.from_tensor(value)
+    return _map_tensors(value, lambda t: _like(t, fake_mode) if t.is_meta else t)
 
 
 def _split_batch(example_batch: Any) -> tuple[Any, Any]:
@@ -503,8 +518,9 @@ def trace_training_step(
 ) -> TracedStep:
     """Trace forward + loss + backward + ``optimizer.step()`` of ``model`` on ``example_batch``.
 
-    ``example_batch`` is ``(inputs, targets)`` or ``inputs``; ``loss_fn(output, targets)``
-    defaults to :func:`default_loss`. Nothing real is computed and the model is not modified.
+    ``example_batch`` is ``(inputs, targets)`` or ``inputs``, real or meta tensors (only shapes
+    and dtypes are read); ``loss_fn(output, targets)`` defaults to :func:`default_loss`. Nothing
+    real is computed and the model is not modified.
 
     Forward and backward are traced whole. The optimizer update is traced once per *kind* of
     parameter (same param group, rank and dtype) on a representative, since torch's
@@ -530,8 +546,7 @@ def trace_training_step(
     buffers = {n: _like(b, fake_mode) for n, b in model.named_buffers()}
     plist = list(params.values())
     opt = _make_optimizer(optimizer, plist)
-    fake_inputs = fake_mode.from_tensor(inputs) if isinstance(inputs, torch.Tensor) else inputs
-    fake_targets = fake_mode.from_tensor(targets) if isinstance(targets, torch.Tensor) else targets
+    fake_inputs, fake_targets = _fake_batch(inputs, fake_mode), _fake_batch(targets, fake_mode)
 
     def step(x, y, *_state):
         out = functional_call(model, {**params, **frozen, **buffers}, (x,))

@@ -1,9 +1,10 @@
-"""The inspector: a graph network that predicts a job's 12 resource metrics from its graph.
+"""The inspector: a graph network that predicts a job's targets (:mod:`driple.metrics`) from its graph.
 
 Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits` ->
 :mod:`scaling` -> :mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by
-:mod:`train` -> :mod:`predictor` (model + scalers, checkpoint) -> :mod:`evaluate` (next to
-:mod:`baselines`, with :mod:`scores`) and :mod:`transfer` (fine-tuning to another setting).
+:mod:`train` -> :mod:`checkpoint` (model + scalers + target names: load, save, predict
+graphs) -> :mod:`evaluate` (next to :mod:`baselines`, with :mod:`scores`) and :mod:`transfer`
+(fine-tuning to another setting).
 
 Importing this package is cheap; torch is imported when a name below is first used.
 """
@@ -21,8 +22,8 @@ _LAZY = {
     "family_splits": "driple.inspector.splits",
     "TrainOptions": "driple.inspector.train",
     "train_inspector": "driple.inspector.train",
-    "TrainedInspector": "driple.inspector.predictor",
-    "load_inspector": "driple.inspector.predictor",
+    "TrainedInspector": "driple.inspector.checkpoint",
+    "load_inspector": "driple.inspector.checkpoint",
     "finetune": "driple.inspector.transfer",
     "freeze_for_transfer": "driple.inspector.transfer",
     "nrmse": "driple.inspector.scores",

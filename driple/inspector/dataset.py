@@ -1,11 +1,11 @@
-"""Measured jobs of a dataset directory as grouped graphs with their 12 targets.
+"""Measured jobs of a dataset directory as grouped graphs with their targets (:mod:`driple.metrics`).
 
 A dataset directory is what the collector writes (``datasets/<setting>/``): ``results.csv``
 (one row per job) plus ``provenance.json`` and ``raw/``. Each ``status == "ok"`` row becomes
 one :class:`torch_geometric.data.Data`: the grouped graph of the job's training step (built by
 :func:`driple.graph.build.build_zoo_input` from the row's model, knobs, batch size, optimizer
-and setting) with ``y`` ``[1, 12]`` the measured metrics in raw units (NaN where the collector
-could not measure one).
+and setting) with ``y`` ``[1, targets]`` the measured targets in raw units, in the declared
+order (NaN where the collector could not measure one).
 
 Building a graph traces a training step (about a second), so every graph is cached in a
 graph cache shared by the datasets next to each other (``datasets/.graph-cache/``), keyed by
@@ -33,7 +33,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from driple.csvtable import read_csv
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 CACHE_VERSION = 1  # bump when the cached graph layout changes
 CONFIG_COLUMNS = ("model", "knobs", "batch_size", "optimizer", "setting")
@@ -119,11 +119,13 @@ DEFAULT_MAX_CONTENTION = 10.0  # % of host CPU used by other processes during a 
 
 
 def graph_setting(setting_id: str) -> str:
-    """The part of a setting id that shapes the graph: ``cpu-ddp-w2-1g`` -> ``ddp-w2``."""
+    """The part of a setting id that shapes the graph (its strategy's ``graph_key``):
+    ``cpu-ddp-w2-1g`` -> ``ddp-w2``."""
     from driple.settings import parse_setting
+    from driple.strategies import get_strategy
 
     s = parse_setting(setting_id)
-    return f"ps-p{s.servers}w{s.workers}" if s.strategy == "ps" else f"ddp-w{s.workers}"
+    return get_strategy(s.strategy).graph_setting(s)
 
 
 def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTENTION
@@ -139,7 +141,7 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
         raise DripleError(f"{path} not found: a dataset directory holds the collector's "
                           "results.csv (run `driple collect sweep ...` first)")
     frame = read_csv(path, dtype={"job_id": str, "knobs": str})
-    missing = [c for c in ("job_id", "status", *CONFIG_COLUMNS, *METRICS) if c not in frame]
+    missing = [c for c in ("job_id", "status", *CONFIG_COLUMNS, *target_names()) if c not in frame]
     if missing:
         raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
                           "results.csv?")
@@ -155,8 +157,8 @@ class InspectorDataset(InMemoryDataset):
     r"""The measured jobs of one dataset directory as graphs with targets.
 
     Every item has ``x``, ``edge_index``, ``edge_weight``, ``graph_attr`` ``[1, 6]`` (see
-    :data:`driple.graph.build.GRAPH_ATTRS`), ``y`` ``[1, 12]`` (raw units, order of
-    :data:`driple.metrics.METRICS`), and the strings ``job_id``, ``model``, ``family``,
+    :data:`driple.graph.build.GRAPH_ATTRS`), ``y`` ``[1, targets]`` (raw units, order of
+    :attr:`target_names`: the declared targets, :func:`driple.metrics.target_names`), and the strings ``job_id``, ``model``, ``family``,
     ``config_key``, ``feature_set`` and ``vocab_digest``.
 
     Args:
@@ -195,6 +197,7 @@ class InspectorDataset(InMemoryDataset):
         if builder is not None and builder_id is None:
             raise ValueError("pass builder_id with a custom builder (it keys the graph cache)")
         self.options = {"groups": int(groups), "grouping": grouping, "features": features}
+        self.target_names = target_names()
         self.builder = builder or zoo_graph
         self.builder_id = builder_id or _zoo_builder_id()
         self.progress = progress
@@ -207,7 +210,7 @@ class InspectorDataset(InMemoryDataset):
                                  if max_contention is not None else ""))
         self.key = _digest({
             "version": CACHE_VERSION, "options": self.options, "builder": self.builder_id,
-            "rows": self.frame[["job_id", *CONFIG_COLUMNS, *METRICS]].astype(str).values.tolist(),
+            "rows": self.frame[["job_id", *CONFIG_COLUMNS, *self.target_names]].astype(str).values.tolist(),
         })
         super().__init__(root, transform, log=False, force_reload=force_reload)
         self.load(self.processed_paths[0])
@@ -292,7 +295,7 @@ class InspectorDataset(InMemoryDataset):
             if key not in graphs:
                 continue
             g = graphs[key]
-            y = torch.tensor([[float(row[m]) for m in METRICS]], dtype=torch.float32)
+            y = torch.tensor([[float(row[m]) for m in self.target_names]], dtype=torch.float32)
             family = row.get("family")
             family = str(family) if isinstance(family, str) and family else (g.family or row["model"])
             data_list.append(Data(
@@ -333,8 +336,8 @@ class InspectorDataset(InMemoryDataset):
 
     @property
     def targets(self) -> np.ndarray:
-        """Measured metrics ``[n, 12]`` in raw units (NaN = not measured)."""
-        return self._data.y.view(-1, len(METRICS))[list(self.indices())].double().numpy()
+        """Measured targets ``[n, targets]`` in raw units (NaN = not measured)."""
+        return self._data.y.view(-1, len(self.target_names))[list(self.indices())].double().numpy()
 
     @property
     def graph_attrs(self) -> np.ndarray:

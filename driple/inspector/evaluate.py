@@ -19,10 +19,10 @@ import numpy as np
 
 from driple.errors import DripleError
 from driple.inspector.baselines import make_baseline
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scores import score_table
 from driple.inspector.splits import Split, family_splits, random_split
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 DEFAULT_BASELINES = ("mean", "gbr")
 
@@ -79,7 +79,7 @@ def _mean_tables(folds: list[dict]) -> dict:
     out = {}
     for name in folds[0]["scores"]:
         table = {}
-        for metric in (*METRICS, "mean"):
+        for metric in (*target_names(), "mean"):
             entry = {}
             for key in ("nrmse", "mape"):
                 vals = [f["scores"][name][metric][key] for f in folds
@@ -190,7 +190,7 @@ def format_report(report: dict) -> str:
     if report.get("checkpoint_setting") and report["checkpoint_setting"] != report["setting"]:
         where += f"   (inspector trained on {report['checkpoint_setting']})"
     lines += [where, title, head, sub]
-    for metric in (*METRICS, "mean"):
+    for metric in (*target_names(), "mean"):
         row = f"{metric:28s}"
         for m in models:
             e = report["scores"][m][metric]
@@ -211,7 +211,7 @@ def format_report(report: dict) -> str:
 
 
 def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspector", "gbr")) -> str:
-    """Predicted vs measured scatter per metric (3 x 4 grid) for the report's folds."""
+    """Predicted vs measured scatter per target (3 per row) for the report's folds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,10 +222,14 @@ def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspecto
     measured = np.concatenate([f["measured"] for f in report["folds"]])
     models = [m for m in models if m in report["folds"][0]["predictions"]]
     preds = {m: np.concatenate([f["predictions"][m] for f in report["folds"]]) for m in models}
-    fig, axes = plt.subplots(4, 3, figsize=(11, 13))
+    names = target_names()
+    rows = -(-len(names) // 3)
+    fig, axes = plt.subplots(rows, 3, figsize=(11, 3.25 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
     markers = {"inspector": ("o", "tab:blue"), "gbr": ("x", "tab:orange"),
                "knn": ("+", "tab:green"), "mean": (".", "tab:gray")}
-    for j, (metric, ax) in enumerate(zip(METRICS, axes.flat)):
+    for j, (metric, ax) in enumerate(zip(names, axes.flat)):
         y = measured[:, j]
         ok = np.isfinite(y)
         for m in models:

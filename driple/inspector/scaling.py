@@ -45,7 +45,7 @@ class FeatureScaler:
         return torch.where(log_cols, torch.log1p(x.clamp_min(0)), x)
 
     def fit(self, graphs: Iterable) -> "FeatureScaler":
-        xs = [self._check(g.x) for g in graphs]
+        xs = [self.check_width(g.x) for g in graphs]
         if not xs:
             raise DripleError("cannot fit feature scaling on zero graphs")
         self.mean_, self.std_ = _moments(self._log(torch.cat(xs).double()))
@@ -55,7 +55,8 @@ class FeatureScaler:
             self.graph_mean_, self.graph_std_ = _moments(torch.log1p(a.clamp_min(0)))
         return self
 
-    def _check(self, x: torch.Tensor) -> torch.Tensor:
+    def check_width(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself when it has this scaler's features per group, else a DripleError."""
         if x.dim() != 2 or x.size(1) != len(self.feature_names):
             raise DripleError(
                 f"graph has {x.size(-1)} features per group but this inspector expects "
@@ -80,7 +81,7 @@ class FeatureScaler:
 
     def transform_x(self, x: torch.Tensor) -> torch.Tensor:
         """Scaled group features (float32) of one graph or of many stacked ``[sum N, F]``."""
-        x = self._log(self._check(x).double())
+        x = self._log(self.check_width(x).double())
         mean = torch.tensor(self.mean_, dtype=x.dtype)
         std = torch.tensor(self.std_, dtype=x.dtype)
         return ((x - mean) / std).float()

@@ -9,11 +9,11 @@ Measured values that are NaN (not measured) are left out of both.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 
 def _columns(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
@@ -53,9 +53,11 @@ def _plain(value: float):
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def score_table(y_true, y_pred, names: Sequence[str] = METRICS) -> dict:
+def score_table(y_true, y_pred, names: Optional[Sequence[str]] = None) -> dict:
     """``{name: {"nrmse", "mape", "n", "n_mape"}}`` plus ``"mean"`` (over columns with a value);
-    NaN becomes None so the table serialises to JSON."""
+    NaN becomes None so the table serialises to JSON. ``names``: the columns' (default: the
+    declared targets)."""
+    names = target_names() if names is None else names
     y_true, y_pred = _columns(y_true, y_pred)
     e_nrmse, e_mape = nrmse(y_true, y_pred), mape(y_true, y_pred)
     table = {}

@@ -17,7 +17,7 @@ import torch
 from driple.errors import DripleError
 from driple.inspector.model import (GraphBatch, Inspector, flush_denormals, release_workspaces,
                                     run_batch)
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
 from driple.inspector.splits import Split
@@ -197,8 +197,10 @@ def train_inspector(
     torch.manual_seed(options.seed)
     graph_channels = train[0].graph_attr.numel() if graph_attr else 0
     model = Inspector(len(names), hidden_channels=hidden_channels, num_repeats=num_repeats,
-                      set2set_steps=set2set_steps, dropout=dropout, graph_channels=graph_channels)
-    predictor = TrainedInspector(model, feature_scaler, target_scaler, _dataset_info(dataset))
+                      out_channels=len(dataset.target_names), set2set_steps=set2set_steps,
+                      dropout=dropout, graph_channels=graph_channels)
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, _dataset_info(dataset),
+                                 targets=dataset.target_names)
     history = fit(model, predictor.prepare(train), predictor.prepare(val), options, progress)
     predictor.info.update(
         split=split.to_dict(dataset),

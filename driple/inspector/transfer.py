@@ -26,7 +26,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
 from driple.inspector.train import TrainOptions, feature_names_for, fit, score_split
@@ -166,7 +166,10 @@ def finetune(
         np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
     info = {k: v for k, v in source.info.items() if k not in ("scores", "history", "split")}
     info.update(setting=dataset.setting, dataset=str(dataset.root))
-    predictor = TrainedInspector(model, feature_scaler, target_scaler, info)
+    if tuple(dataset.target_names) != source.targets:
+        raise DripleError(f"the source inspector predicts {', '.join(source.targets)} but the dataset's "
+                          f"targets are {', '.join(dataset.target_names)}")
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, info, targets=source.targets)
 
     start = time.perf_counter()
     train_data, val_data, trained = predictor.prepare(train), predictor.prepare(val), model

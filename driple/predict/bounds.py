@@ -5,7 +5,8 @@ worker in burst at 141 % of a core, or a link carrying more than its rate. :func
 the *amounts* to hard caps and flags every metric that lies outside the range of the jobs the
 inspector was trained on, so that a scheduler knows which numbers are extrapolations.
 
-Caps (upper bounds of the burst amounts; the lower bound of every metric is 0):
+Caps (upper bounds of the burst amounts, declared per resource in :mod:`driple.metrics`; the
+lower bound of every target is 0):
 
 - compute: on a CPU host, the most any training job of the setting reached (the label's
   training maximum, e.g. 116 % of a core: a worker's process tree counts its gloo threads too);
@@ -23,69 +24,70 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from driple.metrics import METRICS
+from driple.metrics import LINK_RATE, TRAINING_MAX, resources, targets
+from driple.predict.formatting import format_number
 
 
 def caps(setting: str, high: Optional[Sequence[float]] = None) -> dict:
-    """``{metric: upper bound}`` of the burst amounts in ``setting`` (see the module docstring).
+    """``{target: upper bound}`` of the burst amounts in ``setting`` (see the module docstring).
 
-    ``high``: the training maximum of each metric (``TargetScaler.high_``), or None."""
+    ``high``: the training maximum of each target (``TargetScaler.high_``), or None."""
     return {m: cap for m, (cap, _why) in _caps(setting, high).items()}
 
 
 def _caps(setting: str, high) -> dict:
-    """``{metric: (upper bound, why)}``: the caps and the words that explain them."""
+    """``{target: (upper bound, why)}``: each resource's declared cap (:mod:`driple.metrics`)
+    in this setting, and the words that explain it."""
     from driple.settings import parse_setting
 
     s = parse_setting(setting)
-    out = {"memory_burst_amount": (100.0, "all of the memory")}
-    j = METRICS.index("compute_burst_amount")
-    if s.device == "gpu":
-        out["compute_burst_amount"] = (100.0, "its physical bound")
-    elif high is not None and np.isfinite(high[j]):
-        out["compute_burst_amount"] = (float(high[j]),
-                                       f"the most any training job's worker reached in {setting}")
-    if s.link_bps:
-        link = (s.link_bps / 8e6, f"the link rate of {setting}")
-        out["tx_burst_amount"] = out["rx_burst_amount"] = link
+    names = [t.name for t in targets()]
+    out = {}
+    for r in resources():
+        cap, m = r.cap.get(s.device), f"{r.name}_burst_amount"
+        if cap == TRAINING_MAX:
+            j = names.index(m)
+            if high is not None and np.isfinite(high[j]):
+                out[m] = (float(high[j]), f"the most any training job's worker reached in {setting}")
+        elif cap == LINK_RATE:
+            if s.link_bps:
+                out[m] = (s.link_bps / 8e6, f"the link rate of {setting}")
+        elif cap is not None:
+            out[m] = (float(cap), r.cap_reason)
     return out
 
 
 def floors(low: Optional[Sequence[float]] = None) -> dict:
-    """``{metric: lower bound}`` of the durations: the shortest one among the training jobs
-    (``low``: ``TargetScaler.low_``). A prediction below it is raised to it, and no interval
-    reaches below it."""
+    """``{target: lower bound}`` of the targets raised to their training minimum (the durations:
+    the shortest one among the training jobs; ``low``: ``TargetScaler.low_``). A prediction
+    below it is raised to it, and no interval reaches below it."""
     if low is None:
         return {}
-    return {m: float(low[j]) for j, m in enumerate(METRICS)
-            if m.endswith("_duration") and np.isfinite(low[j])}
+    return {t.name: float(low[j]) for j, t in enumerate(targets())
+            if t.raise_to_training_min and np.isfinite(low[j])}
 
 
 def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tuple[np.ndarray, list]:
-    """Clip ``values`` (``[n, 12]``, METRICS order) to ``[0, cap]``; return them with one list
-    of plain-text notes per row (what was clipped, what lies outside the training range)."""
+    """Clip ``values`` (``[n, targets]``, declared order) to ``[0, cap]``; return them with one
+    list of plain-text notes per row (what was clipped, what lies outside the training range)."""
     values = np.array(values, dtype=np.float64, copy=True)
     notes: list[list[str]] = [[] for _ in range(len(values))]
     upper = _caps(setting, high) if setting else {}
-    lower = floors(low)
+    declared = targets()
     known = [low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j])
-             for j in range(len(METRICS))]
+             for j in range(len(declared))]
     for i, row in enumerate(values):
-        for j, m in enumerate(METRICS):
-            v = row[j]
-            floor = known[j] and m in lower and v < lower[m]
+        for j, t in enumerate(declared):
+            m, v = t.name, row[j]
+            floor = known[j] and t.raise_to_training_min and v < low[j]
             if known[j] and (v > high[j] * 1.05 or v < low[j] * 0.95):
-                shown = f" (shown as {_num(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
-                notes[i].append(f"{m} {_num(v)}{shown} lies outside the training jobs' range "
-                                f"[{_num(low[j])}, {_num(high[j])}]: an extrapolation")
+                shown = f" (shown as {format_number(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
+                notes[i].append(f"{m} {format_number(v)}{shown} lies outside the training jobs' range "
+                                f"[{format_number(low[j])}, {format_number(high[j])}]: an extrapolation")
             if m in upper and v > upper[m][0]:
-                notes[i].append(f"{m} {_num(v)} clipped to {_num(upper[m][0])}: {upper[m][1]}")
+                notes[i].append(f"{m} {format_number(v)} clipped to {format_number(upper[m][0])}: {upper[m][1]}")
                 row[j] = upper[m][0]
             if floor:
                 row[j] = low[j]  # no measured phase was shorter (one sample is 10 ms at 100 Hz)
         np.clip(row, 0.0, None, out=row)
     return values, notes
-
-
-def _num(v: float) -> str:
-    return f"{v:.3g}"

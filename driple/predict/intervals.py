@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 METHOD = "split-conformal-log"
 
@@ -44,7 +44,7 @@ class ConformalIntervals:
     """
 
     coverage: float = 0.9
-    names: Sequence[str] = tuple(METRICS)
+    names: Sequence[str] = field(default_factory=target_names)
     eps: list = field(default_factory=list)
     q_lo: list = field(default_factory=list)
     q_hi: list = field(default_factory=list)
@@ -111,9 +111,11 @@ class ConformalIntervals:
                    n_calibration=int(record.get("n_calibration", 0)))
 
 
-def coverage(y_true, low, high, names: Sequence[str] = METRICS) -> dict:
+def coverage(y_true, low, high, names: Optional[Sequence[str]] = None) -> dict:
     """Measured coverage: per metric the fraction of jobs whose measured value lies in
-    ``[low, high]`` (NaN measurements left out), plus ``"mean"`` over metrics and ``"n"``."""
+    ``[low, high]`` (NaN measurements left out), plus ``"mean"`` over metrics and ``"n"``.
+    ``names``: the columns' (default: the declared targets)."""
+    names = target_names() if names is None else names
     y_true = np.atleast_2d(np.asarray(y_true, dtype=np.float64))
     low, high = np.atleast_2d(low), np.atleast_2d(high)
     if not (y_true.shape == low.shape == high.shape):

@@ -1,4 +1,4 @@
-"""The scheduler-facing predictor: a model (or zoo name, or user factory) in, a profile out.
+"""The one way from a model to a profile: a model (or zoo name, or user factory) in, a profile out.
 
     from driple import Predictor
     p = Predictor.load("cpu-ddp-w2-lo")              # a shipped inspector, by setting
@@ -8,9 +8,12 @@
     p.predict_job("mypkg.models:build", batch_size=32)   # the user's factory, named explicitly
     p.predict_many(graphs)                           # graphs already built: one batched pass
 
-It wraps a :class:`~driple.inspector.predictor.TrainedInspector` (network + scalers) and its
+It wraps a :class:`~driple.inspector.checkpoint.TrainedInspector` (network + scalers) and its
 calibrated :class:`~driple.predict.intervals.ConformalIntervals`; the job's graph is built with
-the builder options the inspector was trained with, for the inspector's setting.
+the builder options the inspector was trained with, for the inspector's setting. Only shapes
+are traced: a zoo model or a user factory's model is built on the meta device and every
+example batch is made of meta tensors (:mod:`driple.zoo.workload`), so a batch of 100,000
+costs what a batch of 32 does and a large model never needs its weights in memory.
 """
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
 
 
 def _looks_like_path(name: str) -> bool:
@@ -32,7 +34,7 @@ def _looks_like_path(name: str) -> bool:
     ``./NAME`` to mean the folder."""
     if os.sep in name or "/" in name or name.endswith(".pt"):
         return True
-    from driple.inspector.predictor import checkpoint_path
+    from driple.inspector.checkpoint import checkpoint_path
     from driple.predict.registry import list_settings
 
     if not os.path.isfile(checkpoint_path(name)):
@@ -47,7 +49,7 @@ class Predictor:
     """A trained inspector ready for scheduling questions.
 
     Args:
-        inspector: The :class:`~driple.inspector.predictor.TrainedInspector`.
+        inspector: The :class:`~driple.inspector.checkpoint.TrainedInspector`.
         entry: Its registry entry, if it was loaded by setting name.
     """
 
@@ -65,7 +67,7 @@ class Predictor:
     def load(cls, setting: Optional[str] = None) -> "Predictor":
         """The shipped inspector of ``setting`` (a setting id such as ``"cpu-ddp-w2-lo"``; None:
         the registry's default), or a checkpoint file / trained-model directory by path."""
-        from driple.inspector.predictor import load_inspector
+        from driple.inspector.checkpoint import load_inspector
         from driple.predict.registry import resolve
 
         if setting and _looks_like_path(setting):
@@ -93,9 +95,9 @@ class Predictor:
                 batch_size: Optional[int] = None, name: Optional[str] = None):
         """:class:`~driple.predict.profile.ResourceProfile` of training ``model`` on batches
         like ``example_batch`` (inputs, or ``(inputs, targets)``); ``batch_size`` resizes the
-        example batch along its first dimension."""
+        example batch along its first dimension, as shapes only (nothing is allocated)."""
         if batch_size is not None:
-            example_batch = resize_batch(example_batch, batch_size)
+            example_batch = resize_batch(example_batch, batch_size, device="meta")
         t0 = time.perf_counter()
         graph = self.build_graph(model, example_batch, loss_fn, optimizer)
         t1 = time.perf_counter()
@@ -114,13 +116,14 @@ class Predictor:
                     knobs: Optional[dict] = None):
         """:meth:`predict` for a zoo name or a user factory ``module:function`` /
         ``file.py:function`` (which returns a workload or an ``nn.Module`` with
-        ``input_shape``; see :mod:`driple.collect.workload`)."""
+        ``input_shape``; see :mod:`driple.zoo.workload`). The model is built on the meta
+        device when it can be, and the batch as meta tensors."""
+        from driple.zoo.workload import example_batch
+
         if batch_size is not None and int(batch_size) < 1:
             raise DripleError(f"batch size must be at least 1, not {batch_size}")
         workload = _load_workload(model, batch_size, knobs or {})
-        batch = getattr(workload, "example_batch", None)
-        if batch is None:
-            batch = workload.make_batch(batch_size)
+        batch = example_batch(workload, batch_size)
         bs = batch_size or _batch_len(batch)
         label = getattr(workload, "name", None) or model
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
@@ -146,15 +149,16 @@ class Predictor:
         from driple.predict.bounds import bound, caps, floors
 
         ts = self.inspector.target_scaler
+        targets = list(self.inspector.targets)  # the declared ones: a checkpoint must match them
         values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
                               ts.low_, ts.high_)
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
             for m, cap in caps(self.setting, ts.high_).items():
-                highs[:, METRICS.index(m)] = np.minimum(highs[:, METRICS.index(m)], cap)
+                highs[:, targets.index(m)] = np.minimum(highs[:, targets.index(m)], cap)
             for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
-                j = METRICS.index(m)
+                j = targets.index(m)
                 lows[:, j] = np.maximum(lows[:, j], floor)
                 highs[:, j] = np.maximum(highs[:, j], lows[:, j])
         names = list(names) if names is not None else [
@@ -163,10 +167,10 @@ class Predictor:
         for i, row in enumerate(values):
             intervals = None
             if lows is not None:
-                intervals = {m: (float(lows[i, j]), float(highs[i, j])) for j, m in enumerate(METRICS)}
+                intervals = {m: (float(lows[i, j]), float(highs[i, j])) for j, m in enumerate(targets)}
             out.append(ResourceProfile(
                 setting=self.setting, model=names[i],
-                metrics={m: float(v) for m, v in zip(METRICS, row)},
+                metrics={m: float(v) for m, v in zip(targets, row)},
                 intervals=intervals,
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
                 notes=notes[i]))
@@ -188,11 +192,12 @@ def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:
 
 
 def _load_workload(model: str, batch_size, knobs: dict):
-    """The collector's workload loader, with user-code failures turned into clear errors."""
-    from driple.collect.workload import load_workload
+    """The job's workload with its model on the meta device where possible, user-code failures
+    turned into clear errors."""
+    from driple.zoo.workload import load_workload
 
     try:
-        return load_workload(model, batch_size=batch_size, knobs=knobs)
+        return load_workload(model, batch_size=batch_size, knobs=knobs, shapes_only=True)
     except DripleError:
         raise
     except TypeError as err:
@@ -222,11 +227,12 @@ def _batch_len(batch) -> Optional[int]:
     return None
 
 
-def resize_batch(batch, batch_size: int):
+def resize_batch(batch, batch_size: int, device=None):
     """``batch`` with every tensor's first dimension repeated/cut to ``batch_size``.
 
-    Refuses a batch whose tensors disagree on their first dimension (then the batch dimension
-    is not the first one and resizing would be wrong).
+    ``device="meta"`` gives the same shapes and dtypes as meta tensors, nothing allocated (what
+    :meth:`Predictor.predict` traces). Refuses a batch whose tensors disagree on their first
+    dimension (then the batch dimension is not the first one and resizing would be wrong).
     """
     import torch
 
@@ -241,6 +247,8 @@ def resize_batch(batch, batch_size: int):
 
     def fix(obj):
         if isinstance(obj, torch.Tensor) and obj.dim() >= 1:
+            if device is not None:
+                obj = obj.to(device)
             reps = -(-batch_size // obj.shape[0])
             return obj.repeat(reps, *([1] * (obj.dim() - 1)))[:batch_size]
         if isinstance(obj, tuple):

@@ -1,7 +1,8 @@
 """A job's predicted resource profile, in the terms a scheduler uses: duty cycle, period, mean load.
 
-:class:`ResourceProfile` holds the 12 metrics of one worker (``driple.metrics.METRICS``), with
-optional prediction intervals, and derives per resource:
+:class:`ResourceProfile` holds the predicted targets of one worker (:func:`driple.metrics.target_names`:
+burst amount, burst duration and idle duration of every resource, and any job-level target),
+with optional prediction intervals, and derives per resource:
 
 - **period** (s) = burst duration + idle duration: one burst/idle cycle;
 - **duty cycle** = burst duration / period: the share of time the resource is in burst;
@@ -41,12 +42,11 @@ from typing import Mapping
 import numpy as np
 
 from driple.errors import DripleError
-from driple.metrics import METRICS, RESOURCES, UNITS, unit
+from driple.metrics import resource as declared_resource
+from driple.metrics import resource_names, resources, target_names, targets, unit
+from driple.predict.formatting import format_amount, format_duration, format_number, format_percent
 
 PROFILE_SCHEMA = "driple-profile/1"
-
-# Plain names used in text and plots.
-NAMES = {"compute": "compute", "memory": "memory", "tx": "network TX", "rx": "network RX"}
 
 
 def device_of(setting: str) -> str:
@@ -110,8 +110,8 @@ class ResourceProfile:
         setting: Setting id the prediction is for, e.g. ``cpu-ddp-w2-lo`` (its device kind sets
             the unit of compute and the default idle level of memory).
         model: Plain description of the job, e.g. ``resnet32 bs64 sgd``.
-        metrics: The 12 metrics, ``{metric: value}`` with every name of
-            ``driple.metrics.METRICS``; stored in that order, as floats.
+        metrics: The targets, ``{name: value}`` with every name of
+            :func:`driple.metrics.target_names`; stored in that order, as floats.
         intervals: Optional ``{metric: (low, high)}`` prediction intervals, same units.
         nominal_coverage: Coverage the intervals aim at, e.g. 0.9; None without intervals.
         idle_levels: Optional ``{resource: level}`` overriding the assumed idle levels.
@@ -128,22 +128,23 @@ class ResourceProfile:
     notes: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        names = target_names()
         if not isinstance(self.metrics, Mapping):
-            raise DripleError("metrics must be a {metric: value} dict with the 12 driple metrics")
-        missing = [m for m in METRICS if m not in self.metrics]
-        extra = [m for m in self.metrics if m not in METRICS]
+            raise DripleError(f"metrics must be a {{target: value}} dict with the {len(names)} driple targets")
+        missing = [m for m in names if m not in self.metrics]
+        extra = [m for m in self.metrics if m not in names]
         if missing or extra:
             raise DripleError(
-                f"a profile needs exactly the 12 metrics of driple.metrics.METRICS; "
+                f"a profile needs exactly the {len(names)} targets of driple.metrics.target_names(); "
                 f"missing {missing}, unknown {extra}"
             )
-        self.metrics = {m: _finite(self.metrics[m], m) for m in METRICS}
+        self.metrics = {m: _finite(self.metrics[m], m) for m in names}
         if self.intervals is not None:
-            bad = [m for m in self.intervals if m not in METRICS]
+            bad = [m for m in self.intervals if m not in names]
             if bad:
-                raise DripleError(f"intervals for unknown metric(s) {bad}; use names of driple.metrics.METRICS")
+                raise DripleError(f"intervals for unknown metric(s) {bad}; use names of driple.metrics.target_names()")
             iv = {}
-            for m in METRICS:
+            for m in names:
                 if m in self.intervals:
                     lo, hi = (_finite(v, m) for v in self.intervals[m])
                     if lo > hi:
@@ -156,21 +157,23 @@ class ResourceProfile:
                 raise DripleError(f"nominal_coverage must lie strictly between 0 and 1, got {c}")
             self.nominal_coverage = c
         if self.idle_levels is not None:
-            bad = [r for r in self.idle_levels if r not in RESOURCES]
+            known = resource_names()
+            bad = [r for r in self.idle_levels if r not in known]
             if bad:
-                raise DripleError(f"idle_levels for unknown resource(s) {bad}; use {list(RESOURCES)}")
-            self.idle_levels = {r: _finite(self.idle_levels[r], r) for r in RESOURCES if r in self.idle_levels}
+                raise DripleError(f"idle_levels for unknown resource(s) {bad}; use {list(known)}")
+            self.idle_levels = {r: _finite(self.idle_levels[r], r) for r in known if r in self.idle_levels}
         self.setting = str(self.setting)
         self.model = str(self.model)
         self.notes = [str(n) for n in (self.notes or [])]
 
     @classmethod
     def from_array(cls, setting: str, model: str, values, **kwargs) -> "ResourceProfile":
-        """Build from 12 values in ``METRICS`` order (one row of a predictor's output)."""
+        """Build from one value per target in declared order (one row of a predictor's output)."""
+        names = target_names()
         v = np.asarray(values, dtype=np.float64).ravel()
-        if v.size != len(METRICS):
-            raise DripleError(f"expected {len(METRICS)} values in driple.metrics.METRICS order, got {v.size}")
-        return cls(setting, model, dict(zip(METRICS, v.tolist())), **kwargs)
+        if v.size != len(names):
+            raise DripleError(f"expected {len(names)} values in driple.metrics.target_names() order, got {v.size}")
+        return cls(setting, model, dict(zip(names, v.tolist())), **kwargs)
 
     # ----- derived quantities -----
 
@@ -181,16 +184,16 @@ class ResourceProfile:
 
     def idle_level(self, resource: str) -> float:
         """Level between bursts (unit of the burst amount); see the module's assumptions 2-3."""
-        _check_resource(resource)
+        decl = declared_resource(resource)
         if self.idle_levels and resource in self.idle_levels:
             return self.idle_levels[resource]
-        if resource == "memory" and self.device == "cpu":
-            return max(self.metrics["memory_burst_amount"], 0.0)
+        if self.device in decl.level_on:
+            return max(self.metrics[f"{resource}_burst_amount"], 0.0)
         return 0.0
 
     def shape(self, resource: str) -> ResourceShape:
         """The resource as a two-level square wave (negative metrics read as 0)."""
-        _check_resource(resource)
+        declared_resource(resource)
         m = self.metrics
         return ResourceShape(
             burst_amount=max(m[f"{resource}_burst_amount"], 0.0),
@@ -212,8 +215,8 @@ class ResourceProfile:
         return self.shape(resource).mean_load
 
     def units(self) -> dict:
-        """``{metric: unit}``; compute's % is of one core on CPU hosts, GPU utilisation on GPU hosts."""
-        return {m: unit(m) for m in METRICS}
+        """``{target: unit}``; compute's % is of one core on CPU hosts, GPU utilisation on GPU hosts."""
+        return {m: unit(m) for m in target_names()}
 
     # ----- plain data -----
 
@@ -226,7 +229,7 @@ class ResourceProfile:
         burst_duration_s, idle_duration_s, idle_level``. :meth:`from_dict` reads it back (derived keys ignored).
         """
         resources = {}
-        for r in RESOURCES:
+        for r in resource_names():
             s = self.shape(r)
             resources[r] = {
                 "duty_cycle": s.duty_cycle,
@@ -284,68 +287,69 @@ class ResourceProfile:
             raise DripleError(f"timeseries needs seconds > 0 and hz > 0, got {seconds}, {hz}")
         n = int(math.floor(seconds * hz + 1e-9))
         t = np.arange(max(n, 1)) / float(hz)
+        names = resource_names()
         if phase is None:
-            phases = {r: 0.0 for r in RESOURCES}
+            phases = {r: 0.0 for r in names}
         elif isinstance(phase, Mapping):
-            bad = [r for r in phase if r not in RESOURCES]
+            bad = [r for r in phase if r not in names]
             if bad:
-                raise DripleError(f"phase for unknown resource(s) {bad}; use {list(RESOURCES)}")
-            phases = {r: float(phase.get(r, 0.0)) for r in RESOURCES}
+                raise DripleError(f"phase for unknown resource(s) {bad}; use {list(names)}")
+            phases = {r: float(phase.get(r, 0.0)) for r in names}
         else:
-            phases = {r: float(phase) for r in RESOURCES}
-        return t, {r: self.shape(r).level(t, phases[r]) for r in RESOURCES}
+            phases = {r: float(phase) for r in names}
+        return t, {r: self.shape(r).level(t, phases[r]) for r in names}
 
     # ----- words -----
 
     def _amount_words(self, resource: str, value: float) -> str:
-        if resource == "compute":
-            return f"{_num(value)}% of a core" if self.device == "cpu" else f"{_num(value)}% GPU utilisation"
-        if resource == "memory":
-            return f"{_num(value)}% of host memory" if self.device == "cpu" else f"{_num(value)}% memory-controller utilisation"
-        return f"{_num(value)} {UNITS[resource]}"
+        return declared_resource(resource).words(format_number(value), self.device)
 
     def describe_resource(self, resource: str) -> str:
         """One plain sentence about one resource (numbers rounded to 3 significant digits)."""
+        decl = declared_resource(resource)
         s = self.shape(resource)
-        name = NAMES[resource]
         amount = self._amount_words(resource, s.burst_amount)
         mean = self._amount_words(resource, s.mean_load)
-        if resource == "memory" and self.device == "cpu" and s.idle_level == s.burst_amount:
+        level = decl.level_on.get(self.device)
+        if level and s.idle_level == s.burst_amount:
             return (
-                f"memory holds up to {amount} (RSS; peak level {_pct(s.duty_cycle)} of the time, "
-                f"cycle {_dur(s.period_s)})"
+                f"{decl.title} holds up to {amount} ({level}; peak level {format_percent(s.duty_cycle)} of the "
+                f"time, cycle {format_duration(s.period_s)})"
             )
         if s.duty_cycle <= 0.0:
-            return f"{name} idle (at {self._amount_words(resource, s.idle_level)})"
+            return f"{decl.title} idle (at {self._amount_words(resource, s.idle_level)})"
         if s.duty_cycle >= 1.0:
-            return f"{name} busy all the time at {amount}"
+            return f"{decl.title} busy all the time at {amount}"
         idle = "" if s.idle_level == 0 else f" (idle level {self._amount_words(resource, s.idle_level)})"
         return (
-            f"{name} busy {_pct(s.duty_cycle)} of the time in {_dur(s.burst_duration_s)} bursts at "
-            f"{amount}, idle {_dur(s.idle_duration_s)} between{idle}; mean {mean}"
+            f"{decl.title} busy {format_percent(s.duty_cycle)} of the time in {format_duration(s.burst_duration_s)} bursts at "
+            f"{amount}, idle {format_duration(s.idle_duration_s)} between{idle}; mean {mean}"
         )
 
     def describe(self) -> str:
         """One line per resource in plain words, e.g. ``network TX busy 35% of the time in 120 ms
-        bursts at 410 MB/s, idle 223 ms between; mean 144 MB/s``."""
-        return "\n".join(self.describe_resource(r) for r in RESOURCES)
+        bursts at 410 MB/s, idle 223 ms between; mean 144 MB/s``, then one per job-level target
+        (``step time 0.25 s``)."""
+        lines = [self.describe_resource(r) for r in resource_names()]
+        lines += [f"{t.label} {format_number(self.metrics[t.name])} {t.unit}" for t in targets() if t.resource is None]
+        return "\n".join(lines)
 
     def summary(self) -> str:
         """The one sentence a scheduler wants: the mean load of every resource, and the network
         burst pattern (what collides when jobs share a link)."""
-        c, m, tx, rx = (self.shape(r) for r in RESOURCES)
-        net = tx if tx.burst_amount * tx.duty_cycle >= rx.burst_amount * rx.duty_cycle else rx
-        net_name = "TX" if net is tx else "RX"
-        words = (
-            f"{self.model} on {self.setting} uses per worker on average "
-            f"{self._amount_words('compute', c.mean_load)}, {self._amount_words('memory', m.mean_load)}, "
-            f"TX {_num(tx.mean_load)} MB/s and RX {_num(rx.mean_load)} MB/s"
-        )
-        if 0.0 < net.duty_cycle < 1.0:
-            words += (
-                f"; its network ({net_name}) bursts at {_num(net.burst_amount)} MB/s for "
-                f"{_dur(net.burst_duration_s)} every {_dur(net.period_s)}"
-            )
+        loads = [(r, self.shape(r.name)) for r in resources()]
+        means = [f"{r.short} {self._amount_words(r.name, s.mean_load)}" if r.network
+                 else self._amount_words(r.name, s.mean_load) for r, s in loads]
+        words = (f"{self.model} on {self.setting} uses per worker on average "
+                 + (" and ".join([", ".join(means[:-1]), means[-1]]) if len(means) > 1 else "".join(means)))
+        network = [(r, s) for r, s in loads if r.network]
+        if network:
+            r, net = max(network, key=lambda rs: rs[1].burst_amount * rs[1].duty_cycle)
+            if 0.0 < net.duty_cycle < 1.0:
+                words += (
+                    f"; its network ({r.short}) bursts at {self._amount_words(r.name, net.burst_amount)} for "
+                    f"{format_duration(net.burst_duration_s)} every {format_duration(net.period_s)}"
+                )
         return words + "."
 
     def __str__(self) -> str:
@@ -353,7 +357,7 @@ class ResourceProfile:
 
 
 def plot_profile(profile: ResourceProfile, path, seconds: float = 2.0, hz: float = 1000.0, phase=None) -> Path:
-    """Draw the four expected series stacked (PNG/PDF/SVG by suffix); returns the path written.
+    """Draw the expected series of every resource stacked (PNG/PDF/SVG by suffix); returns the path written.
 
     Each panel: the square wave, its mean load (dashed) and, when the profile has an interval for
     the burst amount, that interval as a band.
@@ -364,25 +368,22 @@ def plot_profile(profile: ResourceProfile, path, seconds: float = 2.0, hz: float
     import matplotlib.pyplot as plt
 
     t, series = profile.timeseries(seconds, hz=hz, phase=phase)
-    labels = {
-        "compute": "compute (% of a core)" if profile.device == "cpu" else "compute (% GPU)",
-        "memory": "memory (% of host)" if profile.device == "cpu" else "memory (% busy)",
-        "tx": "TX (MB/s)",
-        "rx": "RX (MB/s)",
-    }
-    fig, axes = plt.subplots(len(RESOURCES), 1, figsize=(8, 7), sharex=True)
-    for ax, r in zip(axes, RESOURCES):
+    declared = resources()
+    fig, axes = plt.subplots(len(declared), 1, figsize=(8, 1.75 * len(declared)), sharex=True, squeeze=False)
+    for ax, decl in zip(axes[:, 0], declared):
+        r = decl.name
         s = profile.shape(r)
         ax.plot(t, series[r], drawstyle="steps-post", color="C0", lw=1.2)
-        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {_amount(s.mean_load, r)}")
+        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {format_amount(s.mean_load, decl.unit)}")
         iv = (profile.intervals or {}).get(f"{r}_burst_amount")
         if iv is not None:
-            cov = f"{_pct(profile.nominal_coverage)} " if profile.nominal_coverage else ""
+            cov = f"{format_percent(profile.nominal_coverage)} " if profile.nominal_coverage else ""
             ax.axhspan(iv[0], iv[1], color="C0", alpha=0.12, lw=0, label=f"burst amount {cov}interval")
-        ax.set_ylabel(labels[r])
+        ax.set_ylabel(decl.axis_label.get(profile.device, f"{decl.short} ({decl.unit})"))
         top = max(s.burst_amount, iv[1] if iv is not None else 0.0)
         ax.set_ylim(bottom=min(0.0, float(np.min(series[r]))), top=top * 1.4 if top > 0 else 1.0)
         ax.legend(loc="upper right", fontsize=8, ncol=2, framealpha=0.9)
+    axes = axes[:, 0]
     axes[-1].set_xlabel("time (s)")
     axes[0].set_title(f"{profile.model} on {profile.setting}: expected per-worker pattern", fontsize=10)
     fig.tight_layout()
@@ -400,32 +401,3 @@ def _finite(v, what: str) -> float:
     if not math.isfinite(x):
         raise DripleError(f"{what} must be finite, got {x}")
     return x
-
-
-def _check_resource(resource: str) -> None:
-    if resource not in RESOURCES:
-        raise DripleError(f"unknown resource {resource!r}; use one of {', '.join(RESOURCES)}")
-
-
-def _num(x: float) -> str:
-    """3 significant digits, no exponent for everyday magnitudes: 410, 97.5, 2.48, 0.0123."""
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:.0f}"
-    return f"{x:.3g}"
-
-
-def _amount(x: float, resource: str) -> str:
-    return f"{_num(x)}%" if UNITS[resource] == "%" else f"{_num(x)} {UNITS[resource]}"
-
-
-def _pct(fraction: float) -> str:
-    """Percent, whole numbers except below 1%: 35%, 0.4%."""
-    p = 100 * fraction
-    return f"{p:.1f}%" if 0 < p < 1 else f"{p:.0f}%"
-
-
-def _dur(seconds: float) -> str:
-    """Milliseconds below 1 s (120 ms, 9.5 ms), else seconds (1.53 s)."""
-    return f"{_num(seconds * 1000)} ms" if seconds < 1 else f"{seconds:.2f} s"

@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from driple.metrics import METRICS, unit
+from driple.metrics import target_names, unit
 from driple.predict.intervals import ConformalIntervals, coverage
 
 
@@ -116,7 +116,7 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
         "", "## Scores on the test jobs", "",
         "| metric | unit | NRMSE | MAPE | interval coverage |", "|---|---|---|---|---|",
     ]
-    for m in METRICS:
+    for m in target_names():
         e = test.get(m, {})
         c = cov.get(m)
         lines.append(f"| {m} | {unit(m)} | {_fmt(e.get('nrmse'))} | {_fmt(e.get('mape'), '%')} | "

@@ -9,24 +9,27 @@ ready to train on synthetic data.
 
 Modules: ``registry`` (specs, knobs, build), ``vision`` / ``sequence`` / ``tabular`` (families
 and presets), ``blocks`` (Transformer layers), ``tasks`` (synthetic batches and losses),
-``optim`` (optimizers), ``sweep`` (the collector's grid of configurations).
+``optim`` (optimizers), ``workload`` (a job's model: zoo name or the user's own factory),
+``sweep`` (the collector's grid of configurations).
 """
 from __future__ import annotations
 
-from driple.zoo import sequence, tabular, vision  # noqa: F401  (registers the families)
-from driple.zoo.optim import OPTIMIZERS, make_optimizer
-from driple.zoo.registry import ModelSpec, Workload, build_workload, get_spec, list_models, resolve_config
-from driple.zoo.sweep import estimate_step_seconds, sweep_configs
+from driple._lazy import lazy_attributes
 
-__all__ = [
-    "ModelSpec",
-    "Workload",
-    "OPTIMIZERS",
-    "build_workload",
-    "estimate_step_seconds",
-    "get_spec",
-    "list_models",
-    "make_optimizer",
-    "resolve_config",
-    "sweep_configs",
-]
+_LAZY = {
+    "ModelSpec": "driple.zoo.registry",
+    "Workload": "driple.zoo.registry",
+    "build_workload": "driple.zoo.registry",
+    "get_spec": "driple.zoo.registry",
+    "list_models": "driple.zoo.registry",
+    "resolve_config": "driple.zoo.registry",
+    "OPTIMIZERS": "driple.zoo.optim",
+    "make_optimizer": "driple.zoo.optim",
+    "estimate_step_seconds": "driple.zoo.sweep",
+    "sweep_configs": "driple.zoo.sweep",
+    "load_workload": "driple.zoo.workload",
+}
+
+# lazy: the optimizer list and the job syntax are read without importing torch; the families
+# register themselves when the registry is first asked (driple.zoo.registry.FAMILY_MODULES)
+__getattr__, __all__ = lazy_attributes(__name__, _LAZY)

@@ -1,10 +1,12 @@
-"""Optimizers the zoo trains with, by name, with the usual default learning rates."""
+"""Optimizers the zoo trains with, by name, with the usual default learning rates.
+
+:data:`OPTIMIZERS` is the one list of optimizer names (job specs, the command line, the tracer);
+reading it does not import torch.
+"""
 from __future__ import annotations
 
 import difflib
 from typing import Iterable
-
-import torch
 
 from driple.errors import DripleError
 
@@ -12,7 +14,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 DEFAULT_LR = {"sgd": 0.01, "adam": 1e-3, "adamw": 1e-3}
 
 
-def make_optimizer(name: str, params: Iterable, lr: float | None = None) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params: Iterable, lr: float | None = None) -> "torch.optim.Optimizer":
     """``sgd`` (momentum 0.9), ``adam`` or ``adamw`` (weight decay 0.01) over ``params``.
 
     ``lr`` defaults to :data:`DEFAULT_LR`. Torch picks its per-parameter (not foreach) kernels
@@ -27,6 +29,8 @@ def make_optimizer(name: str, params: Iterable, lr: float | None = None) -> torc
         lr = DEFAULT_LR[key]
     elif not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
         raise DripleError(f"learning rate must be a positive number, got {lr!r}")
+    import torch
+
     if key == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     if key == "adam":

@@ -1,4 +1,5 @@
-"""Fixtures of the collector tests, and the tiny workloads their real jobs train.
+"""Fixtures of the collector tests, and the tiny workloads their real jobs train (the shared
+real DDP job ``ddp_job`` is in ``tests/conftest.py``).
 
 The workloads are user code in the sense of ``module:function``: a job names them as
 ``<this file>:tiny_mlp``. ``crash_at`` / ``hang_at`` make one rank fail at that forward call,
@@ -115,18 +116,6 @@ def leftovers():
 def pids_of():
     """Function listing live processes whose command line contains a marker."""
     return worker_pids
-
-
-@pytest.fixture(scope="session")
-def ddp_job(tmp_path_factory):
-    """One real 2-worker gloo DDP job on loopback (~10 s measured), shared by several tests."""
-    from driple.collect import run_job
-    from driple.collect.job import JobSpec
-
-    out = tmp_path_factory.mktemp("ddp")
-    spec = JobSpec(model=TINY, batch_size=32, knobs={"width": 1024}, warmup=5)
-    result = run_job(spec, "cpu-ddp-w2-lo", seconds=10, out_dir=out, timeout=120)
-    return out, result
 
 
 def paced(busy_ms=(15.0, 20.0), batch_size: int = 4):

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -21,7 +20,7 @@ import pytest
 from driple.collect import corun
 from driple.collect.corun import (
     CoRunInterrupted, CoRunTable, combine, corun_id, corun_row, job_window, load_corun_grid,
-    measure, overlap_window, read_corun, run_corun, window_mean,
+    measure, measured_combined, overlap_window, read_corun, run_corun, window_mean,
 )
 from driple.collect.job import JobSpec
 from driple.errors import DripleError
@@ -300,7 +299,6 @@ def _gone(pid: int) -> bool:
 @pytest.mark.slow
 def test_two_tiny_ddp_jobs_run_together(tmp_path, tiny_model):
     """Two 2-worker gloo jobs on loopback at once (4 ranks, 2 samplers on this host)."""
-    from driple.predict.colocate import measured_combined
 
     jobs = [JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3),
             JobSpec(model=tiny_model, batch_size=32, knobs={"width": 128}, warmup=3)]
@@ -350,3 +348,32 @@ def test_command_line_prints_the_corun_and_fails_with_it(fake_collectors, capsys
     with pytest.raises(SystemExit):
         main(["collect", "corun", "--help"])
     assert "coruns.csv" in capsys.readouterr().out
+
+
+def square(t, period_samples, burst_samples, level, offset=0):
+    k = np.round(t * 100).astype(int)
+    return np.where((k - offset) % period_samples < burst_samples, level, 0.0)
+
+
+def test_measured_combined_by_hand():
+    t = np.arange(201) / 100  # 0 .. 2.00 s at 100 Hz; the grid reads samples 1..200
+    x = square(t, 10, 2, 100.0)  # bursts on samples 0, 1 of every 10: duty 0.2
+    y = square(t, 10, 5, 200.0)  # samples 0..4: duty 0.5, both burst on 0, 1 -> collision 0.2
+    res = measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, capacity={"tx": 250},
+                            thresholds={"x": {"tx": 50.0}, "y": {"tx": 100.0}})
+    assert res.n_samples == 200 and res.dt_s == pytest.approx(0.01)
+    tx = res.resources["tx"]
+    assert list(res.resources) == ["tx"]
+    assert tx.combined_mean == pytest.approx(20.0 + 100.0)
+    assert tx.duty_cycles == pytest.approx({"x": 0.2, "y": 0.5})
+    assert tx.collision_fraction == pytest.approx(0.2)
+    assert tx.independent_collision == pytest.approx(0.1)  # the phases were aligned, not random
+    assert tx.overload_fraction == pytest.approx(0.2)  # 300 > 250 when both burst
+    # thresholds fitted by the labeller (2-means midpoints 50 and 100) give the same answer
+    fitted = measured_combined({"x": {"tx": (t, x)}, "y": pd.DataFrame({"tx": y}, index=t)})
+    assert fitted.resources["tx"].thresholds == pytest.approx({"x": 50.0, "y": 100.0})
+    assert fitted.resources["tx"].collision_fraction == pytest.approx(0.2)
+    # a window cut to the first second keeps 100 samples
+    assert measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, t1=1.0).n_samples == 100
+    with pytest.raises(DripleError, match="too short"):
+        measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t + 5.0, y)}})

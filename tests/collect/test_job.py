@@ -1,15 +1,12 @@
-"""Job specs, ids and workload loading (no processes started)."""
+"""Job specs, the one-line job syntax and stable job ids (no processes started)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from driple.collect.job import JobSpec, job_id
-from driple.collect.launcher import _is_peer_loss, _last_error, default_timeout, roles
-from driple.collect.workload import ModuleWorkload, load_workload
+from driple.collect.job import JobSpec, job_id, parse_knobs
 from driple.errors import DripleError
-from driple.settings import parse_setting
 
 HERE = Path(__file__).with_name("conftest.py")
 TINY = f"{HERE}:tiny_mlp"
@@ -28,6 +25,26 @@ def test_spec_validates_and_round_trips():
         JobSpec(model="resnet", warmup=0)
 
 
+def test_knobs_are_yaml_scalars():
+    assert parse_knobs(["depth=50", "width=0.5", "bn=true", "name=abc"]) == {
+        "depth": 50, "width": 0.5, "bn": True, "name": "abc"}
+    with pytest.raises(Exception, match="knob=value"):
+        parse_knobs(["depth"])
+
+
+def test_one_line_jobs_parse():
+    spec = JobSpec.parse("resnet, depth=56,bs=64,opt=adam", warmup=3)
+    assert spec == JobSpec(model="resnet", knobs={"depth": 56}, batch_size=64, optimizer="adam", warmup=3)
+    assert JobSpec.parse("pkg.mod:build") == JobSpec(model="pkg.mod:build")
+    for text, words in (("depth=3", "cannot read job"), (",bs=2", "cannot read job"),
+                        ("mlp,bs=x", "bs='x' in job 'mlp,bs=x' is not a positive integer"),
+                        ("mlp,bs=0", "is not a positive integer"),
+                        ("mlp,opt=lbfgs", "opt='lbfgs' in job 'mlp,opt=lbfgs': use sgd, adam or adamw"),
+                        ("mlp,depth", "knob=value")):
+        with pytest.raises(DripleError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            JobSpec.parse(text)
+
+
 def test_job_id_is_stable_and_distinguishes_jobs():
     a = JobSpec(model="resnet", batch_size=8, knobs={"depth": 20, "width": 1.0})
     b = JobSpec(model="resnet", batch_size=8, knobs={"width": 1.0, "depth": 20})
@@ -36,43 +53,3 @@ def test_job_id_is_stable_and_distinguishes_jobs():
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-1g", 10)
     assert job_id(a, "cpu-ddp-w2-lo", 10) != job_id(a, "cpu-ddp-w2-lo", 5)
     assert job_id(JobSpec(model=TINY), "cpu-ddp-w2-lo", 1).startswith("tiny_mlp-bsdefault-")
-
-
-def test_roles_put_servers_first():
-    assert roles(parse_setting("cpu-ddp-w2-lo")) == ["worker0", "worker1"]
-    assert roles(parse_setting("cpu-ps-p2w3-lo")) == ["server0", "server1", "worker0", "worker1", "worker2"]
-    assert default_timeout(10) > 10
-
-
-def test_user_workload_and_plain_module():
-    w = load_workload(TINY, batch_size=4, knobs={"width": 16})
-    x, y = w.make_batch(4)
-    assert x.shape == (4, 64) and w.loss_fn(w.model(x), y).ndim == 0
-    m = load_workload(f"{HERE}:tiny_module", batch_size=3)
-    assert isinstance(m, ModuleWorkload)
-    x, y = m.make_batch()
-    assert x.shape == (3, 8) and y is None and m.loss_fn(m.model(x), y) >= 0
-
-
-def test_user_code_errors_are_explained(tmp_path):
-    with pytest.raises(DripleError, match="no function"):
-        load_workload(f"{HERE}:nope")
-    with pytest.raises(DripleError, match="no such file"):
-        load_workload(f"{tmp_path}/missing.py:f")
-    with pytest.raises(DripleError, match="cannot import"):
-        load_workload("no_such_module_xyz:f")
-    bad = tmp_path / "bad.py"
-    bad.write_text("import torch\ndef f():\n    return torch.nn.Linear(2, 2)\n")
-    with pytest.raises(DripleError, match="input_shape"):
-        load_workload(f"{bad}:f")
-
-
-def test_failure_reason_prefers_the_root_cause(tmp_path):
-    log = tmp_path / "w.log"
-    log.write_text("Traceback (most recent call last):\n  File x\nRuntimeError: injected crash at 3\n")
-    assert _last_error(log) == "RuntimeError: injected crash at 3"
-    log.write_text("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad\n[rank1]:  \n")
-    assert _last_error(log) == "ValueError: bad"
-    assert _last_error(tmp_path / "none.log") == "no output"
-    assert _is_peer_loss("worker0 exited with code 1: RuntimeError: Connection closed by peer")
-    assert not _is_peer_loss("worker1 exited with code 1: RuntimeError: injected crash at 3")

@@ -1,7 +1,7 @@
 """DDP buckets and parameter-server shards added to the op graph."""
 import torch
 
-from driple.graph.comm import ddp_buckets, ps_shards, ready_order
+from driple.graph.comm import ddp_buckets, ready_order
 from driple.graph.opgraph import build_op_graph
 from driple.graph.comm import add_ddp_comm, add_ps_comm
 from driple.graph.trace import trace_training_step
@@ -21,12 +21,6 @@ def test_ddp_bucket_caps():
 def test_ddp_buckets_split_by_dtype():
     buckets = ddp_buckets([(10,), (10,), (10,)], [torch.float32, torch.float16, torch.float32])
     assert sorted(map(sorted, buckets)) == [[0, 2], [1]]
-
-
-def test_ps_shards_greedy():
-    # 10→s0, 8→s1, 5→s1 (8<10), 4→s0 (10<13), 3→s1 (13<14)
-    assert ps_shards([10, 8, 5, 4, 3], 2) == [0, 1, 1, 0, 1]
-    assert ps_shards([7, 7, 7], 1) == [0, 0, 0]
 
 
 def test_ddp_comm_nodes_in_graph(mlp_step):

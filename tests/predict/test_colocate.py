@@ -1,22 +1,19 @@
 """Co-location arithmetic on hand-made profiles; every expected number is worked out in a comment."""
 from __future__ import annotations
 
-import itertools
 import json
 
-import numpy as np
-import pandas as pd
 import pytest
 
+from driple.collect.corun import measured_combined
 from driple.errors import DripleError
 from driple.metrics import RESOURCES
 from driple.predict.colocate import (
-    collision_probability,
     colocate,
     host_capacity,
-    measured_combined,
     overload_probability,
     rank_pairs,
+    slot_capacity,
 )
 from driple.predict.profile import ResourceProfile
 
@@ -38,30 +35,9 @@ C = prof("C", (20, 0.1, 0.1), (1, 1, 1), (50, 0.01, 0.09), (50, 0.01, 0.09))
 CAP = host_capacity(cores=2, link_mb_s=600)  # compute 200 %, memory 100 %, tx = rx = 600 MB/s
 
 
-def brute_collision(d):
-    """P(>= 2 in burst) by listing every state."""
-    total = 0.0
-    for s in itertools.product([0, 1], repeat=len(d)):
-        if sum(s) >= 2:
-            total += np.prod([di if si else 1 - di for di, si in zip(d, s)])
-    return total
-
-
 def test_host_capacity():
     assert CAP == {"compute": 200.0, "memory": 100.0, "tx": 600.0, "rx": 600.0}
     assert host_capacity(cores=1) == {"compute": 100.0, "memory": 100.0}
-
-
-def test_collision_two_and_three_jobs():
-    assert collision_probability([0.2, 0.5]) == pytest.approx(0.1)  # d1 x d2
-    assert collision_probability([0.5, 0.5, 0.5]) == pytest.approx(0.5)  # 1 - 1/8 - 3/8
-    # 0.2, 0.5, 0.75: none 0.8*0.5*0.25 = 0.1; exactly one 0.025 + 0.1 + 0.3 = 0.425 -> 0.475
-    assert collision_probability([0.2, 0.5, 0.75]) == pytest.approx(0.475)
-    assert collision_probability([0.3]) == 0.0
-    rng = np.random.default_rng(0)
-    for n in (2, 3, 5):
-        d = rng.uniform(size=n)
-        assert collision_probability(d) == pytest.approx(brute_collision(d))
 
 
 def test_overload_probability_by_hand():
@@ -149,35 +125,6 @@ def test_input_errors():
         colocate([A, gpu], CAP)
 
 
-def square(t, period_samples, burst_samples, level, offset=0):
-    k = np.round(t * 100).astype(int)
-    return np.where((k - offset) % period_samples < burst_samples, level, 0.0)
-
-
-def test_measured_combined_by_hand():
-    t = np.arange(201) / 100  # 0 .. 2.00 s at 100 Hz; the grid reads samples 1..200
-    x = square(t, 10, 2, 100.0)  # bursts on samples 0, 1 of every 10: duty 0.2
-    y = square(t, 10, 5, 200.0)  # samples 0..4: duty 0.5, both burst on 0, 1 -> collision 0.2
-    res = measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, capacity={"tx": 250},
-                            thresholds={"x": {"tx": 50.0}, "y": {"tx": 100.0}})
-    assert res.n_samples == 200 and res.dt_s == pytest.approx(0.01)
-    tx = res.resources["tx"]
-    assert list(res.resources) == ["tx"]
-    assert tx.combined_mean == pytest.approx(20.0 + 100.0)
-    assert tx.duty_cycles == pytest.approx({"x": 0.2, "y": 0.5})
-    assert tx.collision_fraction == pytest.approx(0.2)
-    assert tx.independent_collision == pytest.approx(0.1)  # the phases were aligned, not random
-    assert tx.overload_fraction == pytest.approx(0.2)  # 300 > 250 when both burst
-    # thresholds fitted by the labeller (2-means midpoints 50 and 100) give the same answer
-    fitted = measured_combined({"x": {"tx": (t, x)}, "y": pd.DataFrame({"tx": y}, index=t)})
-    assert fitted.resources["tx"].thresholds == pytest.approx({"x": 50.0, "y": 100.0})
-    assert fitted.resources["tx"].collision_fraction == pytest.approx(0.2)
-    # a window cut to the first second keeps 100 samples
-    assert measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t, y)}}, t1=1.0).n_samples == 100
-    with pytest.raises(DripleError, match="too short"):
-        measured_combined({"x": {"tx": (t, x)}, "y": {"tx": (t + 5.0, y)}})
-
-
 def test_prediction_matches_measurement_over_all_phase_pairs():
     # periods of 10 and 13 samples are coprime: over 130 samples every pair of phases occurs once,
     # so the measured collision of the expected series is exactly d1 x d2 = 0.3 x 5/13
@@ -194,3 +141,9 @@ def test_prediction_matches_measurement_over_all_phase_pairs():
     assert meas.resources["tx"].collision_fraction == pytest.approx(0.3 * 5 / 13)
     assert meas.resources["tx"].overload_fraction == pytest.approx(pred.resources["tx"].overload_probability)
     assert meas.resources["tx"].combined_mean == pytest.approx(pred.resources["tx"].combined_mean)
+
+
+def test_slot_capacity():
+    assert slot_capacity("cpu-ddp-w2-lo", host_cores=2) == {"compute": 100.0, "memory": 50.0}
+    cap = slot_capacity("cpu-ps-p1w2-1g", host_cores=2)
+    assert cap["tx"] == cap["rx"] == 125.0 and cap["compute"] == 200.0 and cap["memory"] == 100.0

@@ -3,10 +3,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-from predict_helpers import tiny_mlp
 
 from driple.errors import DripleError
-from driple.metrics import METRICS
+from driple.metrics import METRICS, target_names
 from driple.predict.predictor import Predictor, resize_batch
 
 
@@ -15,7 +14,7 @@ def predictor(registry):
     return Predictor.load("cpu-ddp-w2-lo")
 
 
-def test_predict_model_gives_profile_with_intervals(predictor):
+def test_predict_model_gives_profile_with_intervals(tiny_mlp, predictor):
     prof = predictor.predict(tiny_mlp(), torch.randn(4, 8), optimizer="adam", batch_size=6)
     assert prof.setting == "cpu-ddp-w2-lo" and "batch 6" in prof.model
     assert list(prof.metrics) == list(METRICS)
@@ -26,7 +25,7 @@ def test_predict_model_gives_profile_with_intervals(predictor):
     assert set(predictor.timings) == {"build_s", "infer_s"}
 
 
-def test_predict_many_matches_single(predictor):
+def test_predict_many_matches_single(tiny_mlp, predictor):
     graphs = [predictor.build_graph(tiny_mlp(h), torch.randn(4, 8)) for h in (8, 64)]
     many = predictor.predict_many(graphs)
     one = predictor.predict_many(graphs[1:])
@@ -68,11 +67,43 @@ def test_predict_job_zoo_and_user_factory(predictor, tmp_path, monkeypatch):
         predictor.predict_job("mlp", batch_size=0)
 
 
+def test_huge_batches_are_traced_as_shapes(predictor, tiny_mlp, tmp_path):
+    """10^7 samples of 1000 floats would be 40 GB: a prediction makes only their shapes (meta
+    tensors), so it runs at any batch size, as fast as at batch 4."""
+    code = tmp_path / "wide.py"
+    code.write_text("import torch\n"
+                    "def build(batch_size=None):\n    m = torch.nn.Linear(1000, 2)\n"
+                    "    m.input_shape = (1000,)\n    return m\n")
+    assert "batch 10000000" in predictor.predict_job(f"{code}:build", batch_size=10**7).model
+    prof = predictor.predict_zoo("mlp", batch_size=10**7, input_dim=1000, hidden=16, layers=1)
+    assert "batch 10000000" in prof.model
+    assert "batch 100000000" in predictor.predict(tiny_mlp(), torch.randn(4, 8), batch_size=10**8).model
+    graph = predictor.build_graph(tiny_mlp(), torch.empty(10**9, 8, device="meta"))
+    assert graph.summary["batch_size"] == 10**9
+
+
+def test_predict_zoo_builds_with_the_checkpoint_options(predictor):
+    graph = predictor.build_graph(*_mlp_step())
+    assert graph.feature_set == "driple" and graph.num_groups <= 8  # the registry's builder options
+    prof = predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+    assert list(prof.metrics) == list(target_names()) and all(np.isfinite(list(prof.metrics.values())))
+    predictor.inspector.info["setting"] = None
+    with pytest.raises(DripleError, match="no single setting"):
+        predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+
+
+def _mlp_step():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3))
+    return model, (torch.randn(4, 8), torch.randint(0, 3, (4,)))
+
+
 def test_resize_batch():
     x, y = torch.arange(3).view(3, 1).float(), torch.arange(3)
     bx, by = resize_batch((x, y), 7)
     assert bx.shape == (7, 1) and by.tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert resize_batch({"a": x}, 2)["a"].shape == (2, 1)
+    mx, my = resize_batch((x, y), 10**9, device="meta")  # shapes only: nothing allocated
+    assert mx.is_meta and my.is_meta and mx.shape == (10**9, 1) and my.dtype == y.dtype
     with pytest.raises(DripleError, match="different first dimensions"):
         resize_batch((x, torch.zeros(5)), 4)
     with pytest.raises(DripleError, match="at least 1"):
@@ -86,7 +117,7 @@ def test_load_by_path(registry):
         Predictor.load(str(registry / "nowhere" / "x.pt"))
 
 
-def test_a_duration_raised_to_its_floor_has_no_interval_below_it(predictor):
+def test_a_duration_raised_to_its_floor_has_no_interval_below_it(predictor, tiny_mlp):
     """0.025 s [0.005, ...] was shown before: the interval's low end now starts at the floor."""
     ts = predictor.inspector.target_scaler
     j = METRICS.index("tx_burst_duration")
@@ -96,4 +127,4 @@ def test_a_duration_raised_to_its_floor_has_no_interval_below_it(predictor):
     assert prof.metrics["tx_burst_duration"] == 1e4
     lo, hi = prof.intervals["tx_burst_duration"]
     assert lo >= 1e4 and hi >= lo
-    assert any("tx_burst_duration" in n and "shown as 1e+04" in n for n in prof.notes)
+    assert any("tx_burst_duration" in n and "shown as 10000" in n for n in prof.notes)

@@ -138,7 +138,8 @@ def run(job: dict) -> int:
 
     from driple.collect.timeline.record import COMM_KINDS
     from driple.collect.timeline.recorder import TimelineRecorder
-    from driple.collect.workload import load_workload, make_optimizer
+    from driple.zoo.optim import make_optimizer
+    from driple.zoo.workload import load_workload
 
     spec = job["spec"]
     device = device_for(job, local_rank)

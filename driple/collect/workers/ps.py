@@ -40,7 +40,7 @@ from driple.collect.workers.common import (
     sync,
     write_info,
 )
-from driple.graph.comm import ps_shards  # the input builder's placement, so graph and job agree
+from driple.strategies.ps import ps_shards  # the input builder's placement, so graph and job agree
 
 _SERVER = None  # this process's shard when it is a server
 
@@ -144,7 +144,8 @@ def run(job: dict) -> int:
 
     from driple.collect.timeline.record import COMM_KINDS
     from driple.collect.timeline.recorder import TimelineRecorder
-    from driple.collect.workload import load_workload, make_optimizer
+    from driple.zoo.optim import make_optimizer
+    from driple.zoo.workload import load_workload
 
     spec = job["spec"]
     # servers run first on a host: a worker's GPU is its local rank among the workers

@@ -7,7 +7,6 @@ from torch_geometric.data import Batch, Data
 
 from driple.inspector.model import (GraphBatch, Inspector, Propagation, _RepeatedConvGRU,
                                     reference_forward, run_batch)
-from inspector_helpers import tiny_graph
 
 
 def _run(model, data):
@@ -15,7 +14,7 @@ def _run(model, data):
                  getattr(data, "num_graphs", None))
 
 
-def test_inspector_output_shape():
+def test_inspector_output_shape(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=16, num_repeats=4)
     assert str(model) == "Inspector(3, 12, hidden_channels=16, num_repeats=4)"
@@ -26,7 +25,7 @@ def test_inspector_output_shape():
     assert _run(model, batch).size() == (3, 12)
 
 
-def test_inspector_batch_equals_single_graphs():
+def test_inspector_batch_equals_single_graphs(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=16, num_repeats=4).eval()
     graphs = [tiny_graph(n, seed=n) for n in (4, 7, 10)]
@@ -35,7 +34,7 @@ def test_inspector_batch_equals_single_graphs():
     assert torch.allclose(batched, single, atol=1e-5)
 
 
-def test_inspector_node_order_invariance():
+def test_inspector_node_order_invariance(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=16, num_repeats=6).eval()
     data = tiny_graph(8, seed=3)
@@ -48,7 +47,7 @@ def test_inspector_node_order_invariance():
     assert torch.allclose(out1, out2, atol=1e-5)
 
 
-def test_inspector_edge_weight_matters():
+def test_inspector_edge_weight_matters(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=8, num_repeats=2).eval()
     data = tiny_graph(6)
@@ -66,7 +65,7 @@ def test_inspector_reset_parameters_and_config():
     assert clone.state_dict().keys() == model.state_dict().keys()
 
 
-def test_inspector_split_repeats():
+def test_inspector_split_repeats(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=8, num_repeats=6).eval()
     data = tiny_graph(5)
@@ -83,7 +82,7 @@ def test_inspector_split_repeats():
     assert Inspector(**model.config()).state_dict().keys() == model.state_dict().keys()
 
 
-def test_inspector_rejects_wrong_width():
+def test_inspector_rejects_wrong_width(tiny_graph):
     model = Inspector(3, hidden_channels=8, num_repeats=1)
     data = tiny_graph(5, num_features=10)
     try:
@@ -94,7 +93,7 @@ def test_inspector_rejects_wrong_width():
         raise AssertionError("expected ValueError")
 
 
-def test_inspector_graph_channels():
+def test_inspector_graph_channels(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=8, num_repeats=2, graph_channels=6).eval()
     assert "graph_channels=6" in str(model)
@@ -123,7 +122,7 @@ def _directed_graph(n=7, seed=0):
                 edge_weight=torch.rand(src.numel(), generator=g) + 0.5, num_nodes=n)
 
 
-def _case_graphs():
+def _case_graphs(tiny_graph):
     return {
         "same size": [tiny_graph(12, seed=seed) for seed in range(3)],  # dense Set2Set
         "mixed sizes": [tiny_graph(n, seed=n) for n in (4, 7, 10)],  # scatter Set2Set
@@ -133,7 +132,7 @@ def _case_graphs():
 
 @pytest.mark.parametrize("tuned", [None, 2])
 @pytest.mark.parametrize("case", ["same size", "mixed sizes", "directed"])
-def test_fused_matches_modules(case, tuned):
+def test_fused_matches_modules(case, tuned, tiny_graph):
     """Forward and every parameter gradient equal those of GCNConv + GRUCell + Set2Set run
     layer by layer (float64, so the comparison is tight)."""
     torch.manual_seed(0)
@@ -142,7 +141,7 @@ def test_fused_matches_modules(case, tuned):
         with torch.no_grad():
             model.conv_repeat_tuned.lin.weight.mul_(1.5)
             model.conv_repeat_tuned.bias.add_(0.1)
-    graphs = [g.clone() for g in _case_graphs()[case]]
+    graphs = [g.clone() for g in _case_graphs(tiny_graph)[case]]
     for g in graphs:
         g.x, g.edge_weight = g.x.double(), g.edge_weight.double()
     batch = Batch.from_data_list(graphs)
@@ -181,7 +180,7 @@ def test_repeated_conv_gru_gradcheck():
     assert torch.autograd.gradcheck(run, (h, w_r, b_r, *weights))
 
 
-def test_fused_frozen_inputs_and_reused_buffers():
+def test_fused_frozen_inputs_and_reused_buffers(tiny_graph):
     """Only what requires grad gets one; overlapping graphs (two live forwards, buffers taken
     from the pool) and a retained graph give the same gradients as one forward at a time."""
     torch.manual_seed(0)
@@ -209,10 +208,10 @@ def test_fused_frozen_inputs_and_reused_buffers():
     assert torch.allclose(fused, model.gru.weight_ih.grad, atol=1e-6)
 
 
-def test_batch_paths_and_predict_agree():
+def test_batch_paths_and_predict_agree(tiny_graph):
     """PyG batch, GraphBatch of raw graphs, of prepared graphs and TrainedInspector.predict
     (which stacks raw graphs itself) give the same predictions."""
-    from driple.inspector.predictor import TrainedInspector
+    from driple.inspector.checkpoint import TrainedInspector
     from driple.inspector.scaling import FeatureScaler, TargetScaler
 
     torch.manual_seed(0)

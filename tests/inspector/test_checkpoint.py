@@ -1,15 +1,20 @@
 import numpy as np
 import pytest
 import torch
-from inspector_helpers import tiny_graph
 
 from driple.errors import DripleError
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import TrainedInspector, load_inspector
+from driple.inspector.checkpoint import TrainedInspector, load_inspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 
 
-def _predictor(split=False):
+@pytest.fixture
+def make_predictor(tiny_graph):
+    """Function ``(split=False) -> (TrainedInspector, graphs)``: a small untrained inspector."""
+    return lambda split=False: _predictor(tiny_graph, split)
+
+
+def _predictor(tiny_graph, split):
     torch.manual_seed(0)
     graphs = [tiny_graph(4 + i, seed=i) for i in range(5)]
     model = Inspector(3, hidden_channels=16, num_repeats=4)
@@ -25,8 +30,8 @@ def _predictor(split=False):
 
 
 @pytest.mark.parametrize("split", [False, True])
-def test_checkpoint_round_trip(tmp_path, split):
-    predictor, graphs = _predictor(split)
+def test_checkpoint_round_trip(make_predictor, tmp_path, split):
+    predictor, graphs = make_predictor(split)
     path = predictor.save(str(tmp_path / "trained"))
     assert path.endswith("trained/inspector.pt")
     state = torch.load(path, weights_only=True)  # plain types and tensors only
@@ -38,8 +43,8 @@ def test_checkpoint_round_trip(tmp_path, split):
     assert list(loaded.predict_frame(graphs).columns)[0] == "compute_burst_amount"
 
 
-def test_checkpoint_of_other_version_is_refused(tmp_path):
-    predictor, _ = _predictor()
+def test_checkpoint_of_other_version_is_refused(make_predictor, tmp_path):
+    predictor, _ = make_predictor()
     state = predictor.state()
     state["driple_version"] = "0.0.1"
     torch.save(state, tmp_path / "old.pt")
@@ -47,8 +52,8 @@ def test_checkpoint_of_other_version_is_refused(tmp_path):
         load_inspector(str(tmp_path / "old.pt"))
 
 
-def test_checkpoint_damaged_or_foreign(tmp_path):
-    predictor, _ = _predictor()
+def test_checkpoint_damaged_or_foreign(make_predictor, tmp_path):
+    predictor, _ = make_predictor()
     state = predictor.state()
     state["config"]["hidden_channels"] = 8  # layer sizes no longer match the weights
     torch.save(state, tmp_path / "bad.pt")
@@ -64,8 +69,8 @@ def test_checkpoint_damaged_or_foreign(tmp_path):
         load_inspector(str(tmp_path / "missing"))
 
 
-def test_feature_set_and_vocabulary_mismatch(tmp_path):
-    predictor, _ = _predictor()
+def test_feature_set_and_vocabulary_mismatch(make_predictor, tiny_graph, tmp_path):
+    predictor, _ = make_predictor()
     predictor.save(str(tmp_path / "m"))
     loaded = load_inspector(str(tmp_path / "m"))
     with pytest.raises(DripleError, match="'rich' feature set"):
@@ -78,18 +83,3 @@ def test_feature_set_and_vocabulary_mismatch(tmp_path):
         loaded.predict(g)
     with pytest.raises(DripleError, match="feature set"):
         load_inspector(str(tmp_path / "m"), feature_set="rich")
-
-
-def test_predict_zoo_builds_with_the_checkpoint_options():
-    pytest.importorskip("driple.zoo")
-    from driple.graph.features import default_vocabulary
-    from driple.metrics import METRICS
-
-    predictor, _ = _predictor()
-    predictor.info.update(vocab_digest=default_vocabulary().digest,
-                          builder={"groups": 6, "grouping": "uniform", "features": "driple"})
-    out = predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
-    assert list(out) == list(METRICS) and all(np.isfinite(v) for v in out.values())
-    predictor.info["setting"] = None
-    with pytest.raises(DripleError, match="strategy"):
-        predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)

@@ -1,31 +1,24 @@
-"""Tests of driple.zoo: every family builds, trains a step, traces, and the sweep stays balanced.
+"""Tests of the zoo's registry: every family builds, trains a step and traces; mistakes explain themselves.
 
 Batches are tiny (2 samples) so the whole file runs in well under a minute on one core.
 """
 from __future__ import annotations
 
 import collections
-import json
-import random
 
 import pytest
 import torch
-import yaml
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from driple.errors import DripleError
 from driple.zoo import (
-    OPTIMIZERS,
     ModelSpec,
     Workload,
     build_workload,
-    estimate_step_seconds,
     list_models,
     make_optimizer,
     resolve_config,
-    sweep_configs,
 )
-from driple.zoo import sweep as sweep_mod
 from driple.zoo.registry import build_model
 from driple.zoo.tasks import IGNORE_INDEX
 
@@ -46,17 +39,6 @@ def _expected_output_shape(w: Workload, batch: int) -> tuple:
     if w.family in ("gpt", "lstm_lm") or (w.family == "bert" and c["head"] == "mlm"):
         return (batch, c["seq_len"], c["vocab_size"])
     return (batch, c["num_classes"])
-
-
-def _step_fn(w: Workload, opt: torch.optim.Optimizer):
-    def step(inputs, targets):
-        loss = w.loss_fn(w.model(inputs), targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return step
 
 
 # --------------------------------------------------------------------------- listing
@@ -214,10 +196,10 @@ def test_presets_accept_knob_overrides():
 
 # --------------------------------------------------------------------------- tracing
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_default_traces_with_make_fx_fake(family):
+def test_family_default_traces_with_make_fx_fake(family, training_step):
     w = build_workload(family, batch_size=2)
     opt = make_optimizer("sgd", w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
     ops = collections.Counter(str(n.target).split(".")[1] for n in graph.graph.nodes if n.op == "call_function"
                               and str(n.target).startswith("aten."))
     assert sum(ops.values()) > 20
@@ -231,19 +213,11 @@ def test_family_default_traces_with_make_fx_fake(family):
     ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}),
     ("vit", {"layers": 1, "attention": "math"}),
 ])
-def test_knob_variants_trace(name, knobs):
+def test_knob_variants_trace(name, knobs, training_step):
     w = build_workload(name, batch_size=2, **knobs)
     opt = make_optimizer("sgd", w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
+    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
     assert len(graph.graph.nodes) > 50
-
-
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
-def test_every_optimizer_traces(optimizer):
-    w = build_workload("mlp", batch_size=2, hidden=16, layers=1)
-    opt = make_optimizer(optimizer, w.model.parameters())
-    graph = make_fx(_step_fn(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
-    assert len(graph.graph.nodes) > 20
 
 
 # --------------------------------------------------------------------------- user mistakes
@@ -279,14 +253,10 @@ def test_bad_knob_values_explain_themselves(name, knobs, fragment):
         build_workload(name, **knobs)
 
 
-def test_bad_batch_size_and_optimizer():
+def test_bad_batch_size():
     for bad in (0, -3, 2.5, "many"):
         with pytest.raises(DripleError, match="batch_size"):
             build_workload("mlp", batch_size=bad)
-    with pytest.raises(DripleError, match="'adam'"):
-        make_optimizer("adma", [torch.nn.Parameter(torch.zeros(1))])
-    with pytest.raises(DripleError, match="learning rate"):
-        make_optimizer("sgd", [torch.nn.Parameter(torch.zeros(1))], lr=-1)
 
 
 def test_knob_strings_are_converted():
@@ -295,57 +265,3 @@ def test_knob_strings_are_converted():
     assert config["batch_size"] == 4 and config["growth_rate"] == 8
     assert config["block_config"] == (2, 3) and config["variant"] == "cifar"
     assert resolve_config("vgg", batch_norm="false", width="0.25")["batch_norm"] is False
-
-
-def test_optimizers():
-    params = [torch.nn.Parameter(torch.zeros(3))]
-    assert isinstance(make_optimizer("sgd", params), torch.optim.SGD)
-    assert make_optimizer("sgd", params).defaults["momentum"] == 0.9
-    assert isinstance(make_optimizer("Adam", params, lr=0.1), torch.optim.Adam)
-    assert isinstance(make_optimizer("adamw", params), torch.optim.AdamW)
-
-
-# --------------------------------------------------------------------------- sweep
-def test_sweep_configs_span_the_zoo_within_budget():
-    configs = sweep_configs()
-    assert len(configs) >= 300
-    keys = {json.dumps({k: c[k] for k in ("name", "knobs", "batch_size", "optimizer")}, sort_keys=True)
-            for c in configs}
-    assert len(keys) == len(configs)  # distinct
-    per_family = collections.Counter(c["name"] for c in configs)
-    assert set(per_family) == set(FAMILIES)
-    assert min(per_family.values()) >= 20
-    for fam in FAMILIES:
-        mine = [c for c in configs if c["name"] == fam]
-        assert len({json.dumps(c["knobs"], sort_keys=True) for c in mine}) >= 3, fam
-        assert len({c["batch_size"] for c in mine}) >= 2, fam
-    assert {c["optimizer"] for c in configs} == set(OPTIMIZERS)
-    low, high = sweep_mod.BUDGET_SECONDS
-    assert all(low <= c["est_seconds"] <= high for c in configs)
-    yaml.safe_load(yaml.safe_dump(configs))  # plain types only: the collector writes grid.yaml
-    for c in configs[:: len(configs) // 25]:  # every entry is a valid build request
-        resolve_config(c["name"], c["batch_size"], **c["knobs"])
-
-
-def test_sweep_configs_seed_and_size():
-    assert sweep_configs(seed=3) == sweep_configs(seed=3)
-    assert sweep_configs(seed=3) != sweep_configs(seed=4)
-    small = sweep_configs(n=22)
-    assert len(small) == 22 and collections.Counter(c["name"] for c in small) == {f: 2 for f in FAMILIES}
-    assert len(sweep_configs(n=10_000)) > 1000
-
-
-def test_shipped_cost_table_is_current():
-    shipped = sweep_mod._shipped_costs()
-    grid = {(f, sweep_mod._key(resolve_config(f, **k))) for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
-    assert grid <= set(shipped), "run driple.zoo.sweep.write_cost_table()"
-    for family, key in random.Random(0).sample(sorted(grid), 4):
-        cost = sweep_mod._count_forward(family, key)
-        assert cost == shipped[family, key]
-        assert cost.params == sum(p.numel() for p in build_model(family, json.loads(key), "meta").parameters())
-
-
-def test_estimate_grows_with_batch_and_model():
-    assert estimate_step_seconds("resnet", 64) > estimate_step_seconds("resnet", 8)
-    assert estimate_step_seconds("resnet50") > estimate_step_seconds("resnet20_cifar")
-    assert estimate_step_seconds("mlp", optimizer="adam") > estimate_step_seconds("mlp", optimizer="sgd")

@@ -3,14 +3,13 @@ import os
 import numpy as np
 import pytest
 import torch
-from inspector_helpers import fake_builder, synthetic_targets, write_dataset
 
 from driple.errors import DripleError
 from driple.inspector.dataset import InspectorDataset, job_config
 from driple.metrics import METRICS
 
 
-def test_dataset_from_results_csv(tmp_path):
+def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset, tmp_path):
     bad = ",".join(["j900", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
                    + ["" for _ in METRICS] + [""])
     # j001 ran again and failed: its last row counts
@@ -35,7 +34,7 @@ def test_dataset_from_results_csv(tmp_path):
     assert sub.job_ids == ["j002", "j004"] and sub.targets.shape == (2, 12)
 
 
-def test_dataset_caches_graphs(tmp_path):
+def test_dataset_caches_graphs(fake_builder, write_dataset, tmp_path):
     root = write_dataset(tmp_path / "S", n_configs=3)
     calls = []
 
@@ -57,7 +56,7 @@ def test_dataset_caches_graphs(tmp_path):
     assert os.path.isdir(os.path.join(tmp_path, ".graph-cache"))  # shared beside the datasets
 
 
-def test_graph_cache_shared_by_settings_with_the_same_graph(tmp_path):
+def test_graph_cache_shared_by_settings_with_the_same_graph(fake_builder, write_dataset, tmp_path):
     calls = []
 
     def counting(config, **options):
@@ -75,7 +74,7 @@ def test_graph_cache_shared_by_settings_with_the_same_graph(tmp_path):
     assert calls[2:] == ["cpu-ps-p1w2-1g"] * 2  # a PS graph differs
 
 
-def test_contended_rows_are_left_out(tmp_path):
+def test_contended_rows_are_left_out(fake_builder, write_dataset, tmp_path):
     root = write_dataset(tmp_path / "S", n_configs=4)
     import pandas as pd
 
@@ -89,7 +88,7 @@ def test_contended_rows_are_left_out(tmp_path):
     assert len(every) == 4
 
 
-def test_parallel_build_matches_serial(tmp_path):
+def test_parallel_build_matches_serial(fake_builder, write_dataset, tmp_path):
     root = write_dataset(tmp_path / "S", n_configs=3)
     par = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False,
                            workers=2)
@@ -100,7 +99,7 @@ def test_parallel_build_matches_serial(tmp_path):
         assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
 
 
-def test_dataset_skips_unbuildable_graphs(tmp_path):
+def test_dataset_skips_unbuildable_graphs(fake_builder, write_dataset, tmp_path):
     row = ",".join(["j900", "cpu-ddp-w2-lo", "broken", "delta", '"{}"', "8", "sgd", "ok"]
                    + ["1" for _ in METRICS] + ["0.1"])
     root = write_dataset(tmp_path / "S", n_configs=3, extra_rows=[row])
@@ -109,7 +108,7 @@ def test_dataset_skips_unbuildable_graphs(tmp_path):
     assert len(ds) == 3
 
 
-def test_dataset_errors(tmp_path):
+def test_dataset_errors(fake_builder, tmp_path):
     with pytest.raises(DripleError, match="results.csv"):
         InspectorDataset(str(tmp_path), builder=fake_builder, builder_id="fake")
     (tmp_path / "results.csv").write_text("job_id,status\nj1,ok\n")

@@ -1,14 +1,17 @@
-"""A trained inspector with everything needed to use it: raw graphs in, raw metrics out.
+"""A trained inspector and its checkpoint: load, save, and raw graphs in, raw targets out.
 
 :class:`TrainedInspector` bundles the :class:`~driple.inspector.model.Inspector`, its feature and
-target scalers and a record of how it was made (setting, feature set, op vocabulary, split,
-scores). Its checkpoint is a dict of plain types and tensors, saved with :func:`torch.save`
-and read back with ``weights_only=True``; the model's configuration travels in it, so loading
-never has to guess layer sizes.
+target scalers, the names of the targets it predicts and a record of how it was made (setting,
+feature set, op vocabulary, split, scores). Its checkpoint is a dict of plain types and tensors,
+saved with :func:`torch.save` and read back with ``weights_only=True``; the model's
+configuration and the target names travel in it, so loading never has to guess layer sizes,
+and a checkpoint whose targets are not the ones driple declares (:mod:`driple.metrics`) is
+refused.
 
-    predictor = load_inspector("trained_models/cpu-ddp-w2-lo")
-    predictor.predict_zoo("resnet", depth=32, batch_size=64)   # {metric: value}, raw units
-    predictor.predict(graphs)        # [n, 12] for graphs made by driple.graph.build.build_input
+    inspector = load_inspector("trained_models/cpu-ddp-w2-lo")
+    inspector.predict(graphs)        # [n, targets] for graphs made by driple.graph.build.build_input
+
+A model or zoo name in, a profile out: :class:`driple.predict.predictor.Predictor`.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import torch
 from driple.errors import DripleError
 from driple.inspector.model import Inspector, run_batch
 from driple.inspector.scaling import FeatureScaler, TargetScaler
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 CHECKPOINT_FORMAT = "driple-inspector"
 CHECKPOINT_VERSION = 1
@@ -45,14 +48,21 @@ class TrainedInspector:
         target_scaler: Fitted :class:`TargetScaler`.
         info: Plain-type record: ``feature_set``, ``vocab_digest``, ``builder`` options,
             ``setting``, ``split``, ``scores``, ``training``, ... (saved in the checkpoint).
+        targets: Names of the model's outputs, in order (default: the declared targets,
+            :func:`driple.metrics.target_names`).
     """
 
     def __init__(self, model: Inspector, feature_scaler: FeatureScaler,
-                 target_scaler: TargetScaler, info: Optional[dict] = None):
+                 target_scaler: TargetScaler, info: Optional[dict] = None,
+                 targets: Optional[Sequence[str]] = None):
         self.model = model
         self.feature_scaler = feature_scaler
         self.target_scaler = target_scaler
         self.info = dict(info or {})
+        self.targets = tuple(targets if targets is not None else target_names())
+        if len(self.targets) != model.out_channels:
+            raise DripleError(f"the model has {model.out_channels} outputs for {len(self.targets)} "
+                              f"targets ({', '.join(self.targets)})")
 
     @property
     def feature_set(self) -> Optional[str]:
@@ -118,7 +128,7 @@ class TrainedInspector:
 
     @torch.inference_mode()
     def predict_scaled(self, prepared: Sequence, batch_size: int = 16) -> np.ndarray:
-        """Model outputs ``[n, 12]`` (scaled units) for graphs from :meth:`prepare`, run
+        """Model outputs ``[n, targets]`` (scaled units) for graphs from :meth:`prepare`, run
         ``batch_size`` graphs at a time (at most ``MAX_PASS_GRAPHS``, see :meth:`predict`),
         stacked directly, no PyG collation."""
         from driple.inspector.model import MAX_PASS_GRAPHS, GraphBatch, flush_denormals
@@ -134,7 +144,7 @@ class TrainedInspector:
         return torch.cat(outs).double().numpy()
 
     def predict(self, graphs, batch_size: int = 16) -> np.ndarray:
-        """Predicted metrics ``[n, 12]`` in raw units (order of :data:`METRICS`) for one graph
+        """Predicted targets ``[n, targets]`` in raw units (order of :attr:`targets`) for one graph
         or a sequence of graphs as made by :func:`driple.graph.build.build_input`.
 
         Same result as ``predict_scaled(prepare(graphs))``, faster: each batch of
@@ -166,7 +176,7 @@ class TrainedInspector:
                                 else torch.ones(g.edge_index.size(1)) for g in chunk])
             with torch.inference_mode(), flush_denormals():
                 batch = GraphBatch.from_edges(
-                    fs.transform_x(torch.cat([fs._check(g.x) for g in chunk])),
+                    fs.transform_x(torch.cat([fs.check_width(g.x) for g in chunk])),
                     [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],
                     fs.transform_edge_weight(weight), attr)
                 outs.append(run_batch(self.model, batch))
@@ -180,37 +190,11 @@ class TrainedInspector:
         return {"groups": int(b.get("groups", 100)), "grouping": b.get("grouping", "uniform"),
                 "features": self.feature_set or b.get("features", "driple")}
 
-    def predict_model(self, model, example_batch, loss_fn=None, optimizer="sgd",
-                      strategy=None) -> dict:
-        """Predicted metrics ``{name: value}`` (raw units) of one training job of ``model`` in
-        this inspector's setting (or ``strategy``); the graph is built with the options the
-        inspector was trained with. Arguments as :func:`driple.graph.build.build_input`."""
-        from driple.graph.build import build_input
-
-        data = build_input(model, example_batch, loss_fn=loss_fn, optimizer=optimizer,
-                           strategy=strategy or self._setting_or_fail(), **self.build_options())
-        return dict(zip(METRICS, self.predict(data)[0].tolist()))
-
-    def predict_zoo(self, name: str, batch_size: Optional[int] = None, optimizer: str = "sgd",
-                    strategy=None, **knobs) -> dict:
-        """:meth:`predict_model` for a zoo model by name and knobs."""
-        from driple.graph.build import build_zoo_input
-
-        data = build_zoo_input(name, batch_size=batch_size, optimizer=optimizer,
-                               strategy=strategy or self._setting_or_fail(),
-                               **self.build_options(), **knobs)
-        return dict(zip(METRICS, self.predict(data)[0].tolist()))
-
-    def _setting_or_fail(self) -> str:
-        if not self.setting or "," in self.setting:
-            raise DripleError("this inspector records no single setting; pass strategy=<setting id>")
-        return self.setting
-
     def predict_frame(self, graphs, batch_size: int = 64):
-        """:meth:`predict` as a pandas DataFrame with one column per metric."""
+        """:meth:`predict` as a pandas DataFrame with one column per target."""
         import pandas as pd
 
-        return pd.DataFrame(self.predict(graphs, batch_size), columns=list(METRICS))
+        return pd.DataFrame(self.predict(graphs, batch_size), columns=list(self.targets))
 
     # ------------------------------------------------------------------ checkpoint
     def state(self) -> dict:
@@ -223,7 +207,7 @@ class TrainedInspector:
             "state_dict": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "feature_scaler": self.feature_scaler.to_dict(),
             "target_scaler": self.target_scaler.to_dict(),
-            "metrics": list(METRICS),
+            "metrics": list(self.targets),  # the target names, in output order
             **self.info,
         }
 
@@ -251,8 +235,7 @@ class TrainedInspector:
         if state.get("format_version") != CHECKPOINT_VERSION:
             raise DripleError(f"{source} has checkpoint format {state.get('format_version')}, "
                               f"expected {CHECKPOINT_VERSION}; retrain with `driple train`")
-        if list(state.get("metrics", [])) != list(METRICS):
-            raise DripleError(f"{source} predicts {state.get('metrics')}, not driple's metrics")
+        check_targets(state.get("metrics"), source)
         try:
             model = Inspector(**state["config"])
             model.load_state_dict(state["state_dict"])
@@ -267,7 +250,29 @@ class TrainedInspector:
         model.eval()
         skip = {"format", "format_version", "driple_version", "config", "state_dict",
                 "feature_scaler", "target_scaler", "metrics"}
-        return cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip})
+        if model.out_channels != len(state["metrics"]):
+            raise DripleError(f"{source} is inconsistent: {model.out_channels} outputs for "
+                              f"{len(state['metrics'])} target names")
+        return cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip},
+                   targets=state["metrics"])
+
+
+def check_targets(names, source: str = "the checkpoint") -> None:
+    """Refuse a checkpoint whose target names (in output order) are not the declared ones."""
+    declared = list(target_names())
+    names = list(names) if isinstance(names, (list, tuple)) else names
+    if names == declared:
+        return
+    if not isinstance(names, list):
+        raise DripleError(f"{source} records no target names; retrain with `driple train`")
+    missing = [n for n in declared if n not in names]
+    unknown = [n for n in names if n not in declared]
+    what = "; ".join(part for part in (
+        f"it lacks {', '.join(missing)}" if missing else "",
+        f"it predicts {', '.join(unknown)}, which driple does not declare" if unknown else "",
+        "" if missing or unknown else "its targets are in another order") if part)
+    raise DripleError(f"{source} predicts {len(names)} targets, driple declares {len(declared)} "
+                      f"(driple.metrics): {what}; retrain with `driple train`")
 
 
 def _unreadable_reason(exc: Exception) -> str:

@@ -14,7 +14,6 @@ from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.native import fastread
 from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, TreeGroup
 from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader
-from test_sampling import _socket_pairs  # loopback TCP pairs, shared
 
 needs_native = pytest.mark.skipif(fastread is None, reason="the _fastread extension is not built")
 
@@ -90,8 +89,8 @@ def test_tree_group_native_matches_python():
 
 
 @needs_native
-def test_inet_diag_native_matches_python():
-    with _socket_pairs(6) as pairs:
+def test_inet_diag_native_matches_python(socket_pairs):
+    with socket_pairs(6) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * (1000 + i))
             b.sendall(b"y" * (10 + i))
@@ -109,8 +108,8 @@ def test_inet_diag_native_matches_python():
 
 
 @needs_native
-def test_tcp_accounts_native_matches_python():
-    with _socket_pairs(4) as pairs:
+def test_tcp_accounts_native_matches_python(socket_pairs):
+    with socket_pairs(4) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * 1000 * (i + 1))
         time.sleep(0.05)

@@ -1,9 +1,8 @@
 import pytest
 import torch
-from inspector_helpers import synthetic_targets, tiny_graph
 
 from driple.inspector.model import Inspector
-from driple.inspector.predictor import TrainedInspector
+from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.train import TrainOptions, fit, masked_mse
 
@@ -14,7 +13,13 @@ def test_masked_mse_ignores_nan():
     assert masked_mse(pred, target).item() == pytest.approx((1 + 0 + 4) / 3)
 
 
-def _prepared(n=12):
+@pytest.fixture
+def prepared(synthetic_targets, tiny_graph):
+    """Function ``(n=12) -> (untrained TrainedInspector, n graphs with synthetic targets)``."""
+    return lambda n=12: _prepared(tiny_graph, synthetic_targets, n)
+
+
+def _prepared(tiny_graph, synthetic_targets, n):
     graphs = []
     for i in range(n):
         g = tiny_graph(4 + i % 7, seed=i)
@@ -26,9 +31,9 @@ def _prepared(n=12):
     return TrainedInspector(Inspector(3, hidden_channels=32, num_repeats=3), fs, ts), graphs
 
 
-def test_overfits_tiny_dataset():
+def test_overfits_tiny_dataset(prepared):
     torch.manual_seed(0)
-    predictor, graphs = _prepared()
+    predictor, graphs = prepared()
     data = predictor.prepare(graphs)
     history = fit(predictor.model, data, data,
                   TrainOptions(epochs=100, patience=100, batch_size=12, lr=1e-2), progress=False)
@@ -38,9 +43,9 @@ def test_overfits_tiny_dataset():
     assert history["epochs"] == 100
 
 
-def test_fit_early_stops_and_restores_best():
+def test_fit_early_stops_and_restores_best(prepared):
     torch.manual_seed(0)
-    predictor, graphs = _prepared(8)
+    predictor, graphs = prepared(8)
     data = predictor.prepare(graphs)
     history = fit(predictor.model, data[:6], data[6:], TrainOptions(epochs=200, patience=3, lr=0.05),
                   progress=False)
@@ -63,13 +68,13 @@ class _PygPath(torch.nn.Module):
         return self.model(*args, **kwargs)
 
 
-def test_fast_batches_match_dataloader_path():
+def test_fast_batches_match_dataloader_path(prepared):
     """GraphBatch training (Inspector) and PyG DataLoader training (any module) compute the
     same losses: one batch per epoch, so the shuffling cannot differ."""
     import copy
 
     torch.manual_seed(0)
-    predictor, graphs = _prepared(10)
+    predictor, graphs = prepared(10)
     data = predictor.prepare(graphs)
     options = TrainOptions(epochs=4, patience=4, batch_size=8, lr=1e-2)
     pyg_model = _PygPath(copy.deepcopy(predictor.model))

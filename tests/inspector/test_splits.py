@@ -1,5 +1,4 @@
 import pytest
-from inspector_helpers import fake_builder, write_dataset
 
 from driple.errors import DripleError
 from driple.inspector.dataset import InspectorDataset
@@ -7,7 +6,7 @@ from driple.inspector.splits import Split, family_splits, make_split, random_spl
 
 
 @pytest.fixture
-def repeated(tmp_path):
+def repeated(fake_builder, write_dataset, tmp_path):
     root = write_dataset(tmp_path / "S", n_configs=20, repeats=2)
     return InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
 
@@ -42,7 +41,7 @@ def test_split_record_round_trip(repeated):
     assert Split.from_dict(record, repeated) == split
 
 
-def test_random_split_needs_three_configs(tmp_path):
+def test_random_split_needs_three_configs(fake_builder, write_dataset, tmp_path):
     ds = InspectorDataset(write_dataset(tmp_path / "S", n_configs=2, repeats=3), builder=fake_builder,
                           builder_id="fake", progress=False)
     with pytest.raises(DripleError, match="at least 3"):

@@ -2,21 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 import driple.collect.launcher as launcher
 from driple.cli import main
-from driple.cli.options import parse_knobs
-from driple.collect.results import load_results
+from driple.collect.job import job_id
+from driple.collect.results import ResultTable, load_results
+from driple.collect.sweep import load_grid
 from driple.metrics import METRICS, unit
-
-
-def test_knobs_are_yaml_scalars():
-    assert parse_knobs(["depth=50", "width=0.5", "bn=true", "name=abc"]) == {
-        "depth": 50, "width": 0.5, "bn": True, "name": "abc"}
-    with pytest.raises(Exception, match="knob=value"):
-        parse_knobs(["depth"])
 
 
 def test_help_explains(capsys):
@@ -26,6 +21,20 @@ def test_help_explains(capsys):
     assert "Ctrl-C" in text and "again" in text
     assert main(["collect"]) == 0
     assert "sweep" in capsys.readouterr().out
+
+
+def test_grid_sweep_and_cleanup_through_main(capsys, tmp_path):
+    grid = tmp_path / "grid.yaml"
+    assert main(["collect", "grid", "--out", str(grid), "--n", "3", "--seconds", "2"]) == 0
+    assert "wrote 3 jobs" in capsys.readouterr().out
+    jobs = load_grid(grid)["jobs"]
+    out = tmp_path / "data"
+    for spec in jobs:  # every job already measured: the sweep has nothing left to run
+        ResultTable(out).append({"job_id": job_id(spec, "cpu-ddp-w2-lo", 2.0), "status": "ok"})
+    assert main(["collect", "sweep", "--grid", str(grid), "--out", str(out), "--setting",
+                 "cpu-ddp-w2-lo", "--no-progress"]) == 0
+    assert "3 jobs: 3 done before, 0 ok, 0 failed" in capsys.readouterr().out
+    assert main(["collect", "cleanup"]) == (0 if os.geteuid() == 0 else 2)  # stale leftovers only
 
 
 def test_bad_setting_or_model_is_a_user_error(capsys, tmp_path):

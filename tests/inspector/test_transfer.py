@@ -62,8 +62,7 @@ def test_finetune_paper_scheme_trains_only_its_part(dataset):
 
 
 @pytest.mark.parametrize("scheme", ["paper", "mlp"])
-def test_cached_prefix_gives_the_same_outputs(scheme):
-    from inspector_helpers import tiny_graph
+def test_cached_prefix_gives_the_same_outputs(tiny_graph, scheme):
     from torch_geometric.loader import DataLoader
 
     from driple.inspector.transfer import cache_frozen
@@ -98,7 +97,7 @@ def test_finetune_with_and_without_cache_agree(dataset):
 
 
 def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
-    from driple.inspector.predictor import load_inspector
+    from driple.inspector.checkpoint import load_inspector
     from driple.inspector.splits import random_split
     from driple.inspector.train import train_inspector
 

@@ -2,7 +2,7 @@
 import json
 
 from driple.cli import main
-from driple.cli.predict import slot_capacity
+from driple.predict.colocate import slot_capacity
 from driple.metrics import METRICS
 
 PROFILE_KEYS = {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
@@ -59,9 +59,3 @@ def test_colocate_cli(registry, capsys):
     assert main(["colocate", *jobs[:2]]) == 0
     assert "verdict:" in capsys.readouterr().out
     assert main(["colocate", "mlp,bs=x"]) == 2
-
-
-def test_slot_capacity():
-    assert slot_capacity("cpu-ddp-w2-lo", host_cores=2) == {"compute": 100.0, "memory": 50.0}
-    cap = slot_capacity("cpu-ps-p1w2-1g", host_cores=2)
-    assert cap["tx"] == cap["rx"] == 125.0 and cap["compute"] == 200.0 and cap["memory"] == 100.0

@@ -1,4 +1,4 @@
-"""Turn a job's model name into a workload the workers can train.
+"""What a job trains: a zoo name or the user's own factory, turned into a workload.
 
 A zoo name goes to :func:`driple.zoo.build_workload`. ``module:function`` or
 ``path/to/file.py:function`` imports exactly the code the user named and calls the function
@@ -6,6 +6,11 @@ with the knobs (and ``batch_size`` when it accepts one). It may return a workloa
 with ``model``, ``make_batch`` and ``loss_fn``) or a plain ``nn.Module`` that carries an
 ``input_shape`` attribute (one sample's shape); the latter is trained on random inputs with
 the mean square of its output as loss — real compute and communication, synthetic objective.
+
+For a prediction only shapes matter: ``shapes_only=True`` builds the model on the meta device
+(no weights in memory) and :func:`example_batch` gives the batch as meta tensors, so a
+prediction costs the same at batch 32 or 100,000 and a large language model never needs its
+weights in memory.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from driple.errors import DripleError
+
+META = "meta"  # the device that holds shapes and dtypes, never data
 
 
 @dataclass
@@ -32,9 +39,13 @@ class ModuleWorkload:
     config: dict = field(default_factory=dict)
 
     def make_batch(self, batch_size=None, generator=None, device="cpu"):
+        """``(inputs, None)``: ``batch_size`` random samples of ``input_shape`` (float32); on the
+        meta device only their shape."""
         import torch
 
         bs = batch_size or self.batch_size
+        if torch.device(device).type == META:
+            return torch.empty((bs, *self.input_shape), device=META), None
         x = torch.randn((bs, *self.input_shape), generator=generator).to(device)
         return x, None
 
@@ -48,14 +59,9 @@ def check_models(names) -> None:
 
     User code (``module:function``) is not imported here; a mistake there fails its job.
     """
-    zoo_names = sorted({n for n in names if ":" not in n})
-    if not zoo_names:
-        return
-    try:
-        from driple.zoo import get_spec
-    except ImportError:
-        return  # the workers will say so
-    for name in zoo_names:
+    from driple.zoo.registry import get_spec
+
+    for name in sorted({n for n in names if ":" not in n}):
         get_spec(name)
 
 
@@ -87,22 +93,28 @@ def load_user_function(ref: str) -> Callable:
     return fn
 
 
-def load_workload(model: str, batch_size: int | None = None, knobs: dict | None = None):
-    """Build the workload of a job's ``model`` (zoo name or user ``module:function``)."""
+def load_workload(model: str, batch_size: int | None = None, knobs: dict | None = None,
+                  shapes_only: bool = False):
+    """Build the workload of a job's ``model`` (zoo name or user ``module:function``).
+
+    ``shapes_only``: build the model on the meta device (parameters with shapes, no memory), for
+    tracing; a model that cannot be built there (an initialiser without a meta kernel, a factory
+    that reads weights from a file) is built as usual, so a user factory may then run twice.
+    """
     knobs = dict(knobs or {})
     if ":" not in model:
-        try:
-            from driple.zoo import build_workload
-        except ImportError as err:  # the zoo is optional for user code only
-            raise DripleError(f"the model zoo is not available ({err}); name user code as 'module:function'") from err
-        return build_workload(model, batch_size=batch_size, **knobs)
+        from driple.zoo.registry import build_workload
+
+        return build_workload(model, batch_size=batch_size, shapes_only=shapes_only, **knobs)
 
     fn = load_user_function(model)
     params = inspect.signature(fn).parameters
     takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     if batch_size is not None and ("batch_size" in params or takes_any):
         knobs["batch_size"] = batch_size
-    obj = fn(**knobs)
+    obj = _call_on_meta(fn, knobs) if shapes_only else None
+    if obj is None:
+        obj = fn(**knobs)
     if all(hasattr(obj, a) for a in ("model", "make_batch", "loss_fn")):
         return obj
     import torch
@@ -121,16 +133,40 @@ def load_workload(model: str, batch_size: int | None = None, knobs: dict | None 
     raise DripleError(f"{model} returned {type(obj).__name__}; expected a workload or an nn.Module")
 
 
-def make_optimizer(name: str, params, lr: float | None = None):
-    """The zoo's optimizer factory when available, else the same three from torch."""
-    try:
-        from driple.zoo import make_optimizer as zoo_make_optimizer
-    except ImportError:
-        zoo_make_optimizer = None
-    if zoo_make_optimizer is not None:
-        return zoo_make_optimizer(name, params, lr=lr)
+def _call_on_meta(fn: Callable, knobs: dict):
+    """``fn(**knobs)`` with tensors created on the meta device; None when that fails."""
     import torch
 
-    defaults = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3), "adamw": (torch.optim.AdamW, 1e-3)}
-    cls, default_lr = defaults[name]
-    return cls(params, lr=lr if lr is not None else default_lr)
+    try:
+        with torch.device(META):
+            return fn(**knobs)
+    except Exception:  # noqa: BLE001 - user code; built again as usual, which reports its errors
+        return None
+
+
+def example_batch(workload, batch_size: int | None = None):
+    """The workload's example batch at ``batch_size`` samples (default: its own) as meta tensors:
+    shapes and dtypes, nothing allocated. A zoo workload or a plain module draws it on the meta
+    device directly; a user's workload object gives its own ``example_batch`` (or
+    ``make_batch(batch_size)``), which is then moved to meta."""
+    from driple.zoo.registry import Workload
+
+    if isinstance(workload, (Workload, ModuleWorkload)):
+        return workload.make_batch(batch_size, device=META)
+    batch = getattr(workload, "example_batch", None)
+    if batch is None:
+        batch = workload.make_batch(batch_size)
+    return to_meta(batch)
+
+
+def to_meta(batch):
+    """``batch`` (tensors, or tuples/lists/dicts of them) with every tensor on the meta device."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return batch.to(META)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_meta(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_meta(v) for k, v in batch.items()}
+    return batch

@@ -1,7 +1,6 @@
 """Samplers on real processes: errors a user can cause, process trees, sockets, shutdown paths."""
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -15,7 +14,7 @@ import pytest
 
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling.proctree import ProcessTree, is_running
-from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader, socket_inodes
+from driple.collect.sampling.tcpinfo import TcpAccounts, TcpInfoReader
 from driple.errors import DripleError
 
 
@@ -257,28 +256,9 @@ def test_inet_diag_reader_finds_our_socket():
         b.close()
 
 
-@contextlib.contextmanager
-def _socket_pairs(n: int):
-    """``n`` connected loopback TCP pairs ``(client, server side)``, all closed on exit."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    pairs = []
-    try:
-        for _ in range(n):
-            a = socket.create_connection(srv.getsockname())
-            b, _ = srv.accept()
-            pairs.append((a, b))
-        srv.close()
-        yield pairs
-    finally:
-        srv.close()
-        for a, b in pairs:
-            a.close()
-            b.close()
-
-
-def test_inet_diag_fast_path_and_attribute_walk_agree():
-    """The Python reader's two ways of reading an answer (the native reader: test_sampling_native)."""
-    with _socket_pairs(5) as pairs:
+def test_inet_diag_fast_path_and_attribute_walk_agree(socket_pairs):
+    """The Python reader's two ways of reading an answer (the native reader: test_native)."""
+    with socket_pairs(5) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * (1000 + i))
             b.sendall(b"y" * (10 + i))
@@ -299,8 +279,8 @@ def test_inet_diag_fast_path_and_attribute_walk_agree():
         assert fast == expected
 
 
-def test_tcp_accounts_fold_per_target_and_keep_closed_sockets():
-    with _socket_pairs(4) as pairs:
+def test_tcp_accounts_fold_per_target_and_keep_closed_sockets(socket_pairs):
+    with socket_pairs(4) as pairs:
         for i, (a, b) in enumerate(pairs):
             a.sendall(b"x" * 1000 * (i + 1))
         time.sleep(0.05)

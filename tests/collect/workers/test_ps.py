@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from driple.collect.workers.ps import ShardServer
-from driple.graph.comm import ps_shards as shard_of
+from driple.strategies.ps import ps_shards as shard_of
 
 
 def _server(synchronous, workers=2):

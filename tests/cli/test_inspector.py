@@ -1,52 +1,41 @@
-import argparse
 import json
 
 import pytest
-from inspector_helpers import fake_builder
 
 import driple.inspector.dataset as dataset_module
-from driple.cli.inspector import register
+from driple.cli import main
 
 
 @pytest.fixture(autouse=True)
-def fake_zoo(monkeypatch):
+def fake_zoo(fake_builder, monkeypatch):
     monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
     monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
 
 
-def run(argv):
-    parser = argparse.ArgumentParser(prog="driple")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
 def test_train_evaluate_finetune(tmp_path, dataset_dir, capsys):
     out = tmp_path / "trained"
-    assert run(["train", "--dataset", dataset_dir, "--out", str(out), "--groups", "4", "--hidden", "8",
+    assert main(["train", "--dataset", dataset_dir, "--out", str(out), "--groups", "4", "--hidden", "8",
                 "--epochs", "3", "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "saved" in text and "tx_burst_amount" in text
     assert (out / "inspector.pt").exists() and (out / "scores.json").exists()
 
-    assert run(["evaluate", str(out), "--dataset", dataset_dir, "--json", "--quiet",
+    assert main(["evaluate", str(out), "--dataset", dataset_dir, "--json", "--quiet",
                 "--plot", str(tmp_path / "p.png")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["split"] == "random" and set(report["scores"]) == {"inspector", "mean", "gbr"}
     assert (tmp_path / "p.png").exists()
 
-    assert run(["evaluate", str(out), "--quiet"]) == 0  # dataset taken from the checkpoint
+    assert main(["evaluate", str(out), "--quiet"]) == 0  # dataset taken from the checkpoint
     assert "NRMSE" in capsys.readouterr().out
 
-    assert run(["finetune", "--from", str(out), "--dataset", dataset_dir, "--fraction", "0.5",
+    assert main(["finetune", "--from", str(out), "--dataset", dataset_dir, "--fraction", "0.5",
                 "--scheme", "mlp", "--epochs", "2", "--out", str(tmp_path / "tuned"), "--quiet"]) == 0
     assert "fine-tuned cpu-ddp-w2-lo -> cpu-ddp-w2-lo (mlp" in capsys.readouterr().out
     assert (tmp_path / "tuned" / "inspector.pt").exists()
 
 
 def test_user_errors_exit_2(tmp_path, capsys):
-    from driple.cli import main
-
     assert main(["evaluate", str(tmp_path / "nothing"), "--dataset", str(tmp_path)]) == 2
     assert "no inspector checkpoint" in capsys.readouterr().err
     assert main(["train", "--dataset", str(tmp_path), "--out", str(tmp_path / "o")]) == 2

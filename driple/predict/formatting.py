@@ -1,0 +1,98 @@
+"""Predictions in words and tables: the one number formatter, and the text of profiles and
+co-location reports that ``driple predict`` and ``driple colocate`` print.
+
+Every number a prediction shows goes through :func:`format_number` (3 significant digits,
+integers from 1000 up, no exponent for everyday magnitudes), so the table, the sentences and
+the caveats write the same value the same way (``1314 MB/s``, never ``1.31e+03``).
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from driple.metrics import KINDS, resources, targets, unit
+
+
+def format_number(x: float) -> str:
+    """3 significant digits, no exponent for everyday magnitudes: 1314, 410, 97.5, 2.48, 0.0123."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+def format_amount(x: float, unit: str) -> str:
+    """A number with its unit: ``116%``, ``1314 MB/s``."""
+    return f"{format_number(x)}%" if unit == "%" else f"{format_number(x)} {unit}"
+
+
+def format_percent(fraction: float) -> str:
+    """A share as a percentage, whole numbers except below 1%: 35%, 0.4%."""
+    p = 100 * fraction
+    return f"{p:.1f}%" if 0 < p < 1 else f"{p:.0f}%"
+
+
+def format_duration(seconds: float) -> str:
+    """Milliseconds below 1 s (120 ms, 9.5 ms), else seconds (1.53 s)."""
+    return f"{format_number(seconds * 1000)} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def format_profile(profile, about: Optional[Mapping] = None) -> str:
+    """The text ``driple predict`` prints: a table of every target with its interval (a row per
+    resource, then one per job-level target), the coverage of the intervals, the profile in
+    words and its caveats. ``about``: the inspector's description
+    (:meth:`~driple.predict.predictor.Predictor.describe`)."""
+    about = about or {}
+    lines = [f"{profile.model} -- setting {profile.setting}"]
+    if about.get("trained"):
+        lines.append(f"inspector: {about['trained']}")
+    head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
+    lines += ["", head]
+    for r in resources():
+        lines.append(f"{r.name:<9}" + "".join(f"{_cell(profile, f'{r.name}_{k}'):>28}" for k in KINDS))
+    for t in targets():
+        if t.resource is None:
+            lines.append(f"{t.label:<9}" + f"{_cell(profile, t.name):>28}")
+    if profile.intervals and profile.nominal_coverage:
+        cov = (about.get("scores") or {}).get("interval_coverage")
+        note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""
+        lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
+                     f"(split conformal{note})")
+    lines += ["", profile.describe()]
+    if profile.notes:
+        lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]
+    return "\n".join(lines)
+
+
+def _cell(profile, name: str) -> str:
+    """``value unit [low, high]`` of one target of a profile."""
+    cell = f"{format_number(profile.metrics[name])} {unit(name)}"
+    if profile.intervals and name in profile.intervals:
+        lo, hi = profile.intervals[name]
+        cell += f" [{format_number(lo)}, {format_number(hi)}]"
+    return cell
+
+
+def format_colocation(setting: str, profiles: Mapping, capacity: Mapping, report, pairs) -> str:
+    """The text ``driple colocate`` prints: the slot's capacity, each job in one sentence, the
+    combined load per resource, the verdict and the pairs, best first."""
+    names = [r.name for r in resources()]
+    cap = ", ".join(f"{r} {'unlimited' if capacity.get(r) is None else format_number(capacity[r])}"
+                    for r in names)
+    lines = [f"setting {setting}; capacity of one worker slot: {cap}"]
+    for name, p in profiles.items():
+        lines.append(f"  job {name}: {p.summary()}")
+    lines += ["", f"{'resource':<9}{'combined mean':>15}{'of capacity':>13}{'collide':>10}{'overloaded':>12}"]
+    for res in names:
+        r = report.resources[res]
+        util = "-" if r.utilisation is None else f"{r.utilisation:.0%}"
+        over = "-" if r.overload_probability is None else f"{r.overload_probability:.0%}"
+        lines.append(f"{res:<9}{format_number(r.combined_mean) + ' ' + r.unit:>15}{util:>13}"
+                     f"{r.collision_probability:>10.0%}{over:>12}")
+    lines += ["", f"verdict: {report.verdict} -- {report.reason}",
+              "(collide: share of time two or more jobs burst at once, independent random phases; "
+              "overloaded: share of time demand exceeds capacity)"]
+    if pairs:
+        lines += ["", "pairs, best first:"]
+        lines += [f"  {' + '.join(p.jobs)}: {p.verdict} -- {p.reason}" for p in pairs]
+    return "\n".join(lines)

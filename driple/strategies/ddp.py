@@ -1,0 +1,17 @@
+"""DDP: every worker holds the whole model and all-reduces its gradients (torch
+``DistributedDataParallel``; gloo on CPU, NCCL on GPU). Settings ``<device>-ddp-w<N>-<network>``:
+no parameter servers, always synchronous."""
+from __future__ import annotations
+
+from driple.strategies.registry import Strategy, register_strategy
+
+DDP = register_strategy(Strategy(
+    name="ddp",
+    description="all-reduce",
+    title="DDP",
+    ranks_id="w{workers}",
+    graph_key="ddp-w{workers}",
+    comm="driple.graph.comm:ddp_comm",
+    worker="driple.collect.workers.ddp",
+    comm_units="all-reduce buckets",
+))

@@ -1,0 +1,210 @@
+"""Fixtures shared by several test folders: tiny graphs and dataset directories (inspector, CLI),
+tiny models and a tiny shipped-inspector registry (predict, CLI), one real DDP job (collect, CLI).
+
+Targets of the inspector fixtures are synthetic functions of the graph (a test of learning, not
+a shipped model); the registry's inspector has random weights: what is tested is the path from
+a model to a profile (registry, checksum, graph building with the inspector's options,
+intervals, CLI), not its numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FAMILIES = ("alpha", "beta", "gamma")
+SETTING = "cpu-ddp-w2-lo"  # the setting of the tiny registry
+BUILDER = {"groups": 8, "grouping": "uniform", "features": "driple"}  # and its builder options
+#: The collector tests' user-code workloads (``<file>:tiny_mlp``), run by real jobs.
+COLLECT_WORKLOADS = Path(__file__).resolve().parent / "collect" / "conftest.py"
+
+
+# ---------------------------------------------------------------------- torch threads
+@pytest.fixture(scope="session")
+def torch_one_thread():
+    """One torch thread while it is in use: the models are tiny, and several OpenMP threads on
+    a shared machine only spin."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------- inspector graphs
+def make_tiny_graph(num_nodes: int = 6, num_features: int = 3, seed: int = 0, feature_set: str = "driple",
+                    vocab_digest: str = "test-vocab"):
+    """A connected undirected graph: a ring plus a chord, positive raw features, integer weights."""
+    import torch
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(seed)
+    src = torch.arange(num_nodes)
+    dst = (src + 1) % num_nodes
+    src, dst = torch.cat([src, torch.tensor([0])]), torch.cat([dst, torch.tensor([num_nodes // 2])])
+    weight = torch.randint(1, 20, (src.numel(),), generator=g).float()
+    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+    x = torch.rand(num_nodes, num_features, generator=g) * torch.tensor([1.0, 50.0, 30.0] + [5.0] * (num_features - 3))
+    attrs = torch.tensor([[1e5 * (seed + 1), 0.1 * num_nodes, x[:, 1].sum(), 2.0, 32, 10 * num_nodes]],
+                         dtype=torch.float64)
+    return Data(x=x, edge_index=edge_index, edge_weight=torch.cat([weight, weight]), graph_attr=attrs,
+                num_nodes=num_nodes, feature_set=feature_set, vocab_digest=vocab_digest,
+                summary={"family": FAMILIES[seed % len(FAMILIES)]})
+
+
+def make_synthetic_targets(data):
+    """12 positive targets that depend on the graph's features and size."""
+    import torch
+
+    from driple.metrics import METRICS
+
+    s = torch.log1p(data.x).sum(0)
+    base = torch.stack([s[0], s[1], s[2], s[1] / (s[2] + 1)])
+    y = torch.cat([base * (1 + k) for k in range(3)]) + data.num_nodes * 0.1
+    return y.view(1, len(METRICS)).float()
+
+
+def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform",
+                       features: str = "driple"):
+    """Stands in for build_zoo_input: the graph is a function of the job config."""
+    if config["model"] == "broken":
+        raise RuntimeError("cannot trace this model")
+    seed = int(config["knobs"].get("seed", 0))
+    return make_tiny_graph(4 + (seed % 7), seed=seed + config["batch_size"])
+
+
+def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,
+                  setting: str = "cpu-ddp-w2-lo") -> str:
+    """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s graph."""
+    from driple.metrics import METRICS
+
+    os.makedirs(root, exist_ok=True)
+    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status",
+              *METRICS, "iteration_s"]
+    lines = [",".join(header)]
+    job = 0
+    for c in range(n_configs):
+        config = {"model": f"net{c % 3}", "knobs": {"seed": c}, "batch_size": 8, "optimizer": "sgd",
+                  "setting": setting}
+        y = make_synthetic_targets(fake_graph_builder(config))[0].tolist()
+        for r in range(repeats):
+            knobs = json.dumps(config["knobs"]).replace('"', '""')
+            values = [f"{v * (1 + 0.01 * r):.6g}" for v in y]
+            lines.append(",".join([f"j{job:03d}", setting, config["model"], FAMILIES[c % 3],
+                                   f'"{knobs}"', "8", "sgd", "ok", *values, "0.1"]))
+            job += 1
+    for row in extra_rows or []:
+        lines.append(row)
+    with open(os.path.join(root, "results.csv"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(root)
+
+
+@pytest.fixture
+def tiny_graph():
+    """Function ``(num_nodes=6, num_features=3, seed=0, feature_set=, vocab_digest=) -> Data``."""
+    return make_tiny_graph
+
+
+@pytest.fixture
+def synthetic_targets():
+    """Function ``Data -> [1, 12]`` targets that depend on the graph."""
+    return make_synthetic_targets
+
+
+@pytest.fixture
+def fake_builder():
+    """A graph builder for :class:`InspectorDataset` (``builder_id="fake"``): no tracing."""
+    return fake_graph_builder
+
+
+@pytest.fixture
+def write_dataset():
+    """Function ``(root, n_configs=12, repeats=1, extra_rows=None, setting=) -> root`` writing a
+    results.csv whose graphs come from ``fake_builder``."""
+    return write_results
+
+
+@pytest.fixture
+def dataset_dir(tmp_path):
+    return write_results(tmp_path / "cpu-ddp-w2-lo")
+
+
+@pytest.fixture
+def dataset(dataset_dir):
+    from driple.inspector.dataset import InspectorDataset
+
+    return InspectorDataset(dataset_dir, builder=fake_graph_builder, builder_id="fake", progress=False)
+
+
+# ---------------------------------------------------------------------- models and the registry
+def make_tiny_mlp(hidden: int = 16):
+    """Linear(8, hidden) - ReLU - Linear(hidden, 4), with ``input_shape = (8,)``."""
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 4))
+    net.input_shape = (8,)
+    return net
+
+
+@pytest.fixture
+def tiny_mlp():
+    """Function ``(hidden=16) -> nn.Module`` (8 inputs, 4 outputs, ``input_shape`` set)."""
+    return make_tiny_mlp
+
+
+@pytest.fixture(scope="session")
+def models_root(tmp_path_factory):
+    """A registry directory holding one shipped inspector of :data:`SETTING` (random weights)."""
+    import torch
+
+    from driple.graph.build import build_input
+    from driple.inspector.checkpoint import TrainedInspector
+    from driple.inspector.model import Inspector
+    from driple.inspector.scaling import FeatureScaler, TargetScaler
+    from driple.inspector.train import feature_names_for
+    from driple.predict.intervals import ConformalIntervals
+    from driple.predict.shipping import ship
+
+    torch.manual_seed(0)
+    graphs = [build_input(make_tiny_mlp(h), torch.randn(4, 8), strategy=SETTING, **BUILDER)
+              for h in (8, 16, 32)]
+    names = feature_names_for("driple", graphs[0].x.size(1))
+    rng = np.random.default_rng(0)
+    y = rng.uniform(1, 10, size=(3, 12))
+    inspector = TrainedInspector(
+        Inspector(len(names), hidden_channels=8, num_repeats=2), FeatureScaler(names).fit(graphs),
+        TargetScaler("max").fit(y),
+        {"feature_set": graphs[0].feature_set, "vocab_digest": graphs[0].vocab_digest,
+         "builder": BUILDER, "setting": SETTING, "dataset": "tests"})
+    pred = np.vstack([np.clip(inspector.predict(graphs), 0, None)] * 4)
+    meas = pred * rng.uniform(0.5, 2.0, size=pred.shape)
+    inspector.info["intervals"] = ConformalIntervals(0.9).fit(meas, pred).to_dict()
+    root = tmp_path_factory.mktemp("trained_models")
+    ship(inspector, SETTING, description="test inspector", trained="random weights (test)",
+         command="pytest", root=root)
+    return root
+
+
+@pytest.fixture
+def registry(models_root, monkeypatch):
+    """:func:`models_root` as ``$DRIPLE_MODELS`` for the test."""
+    monkeypatch.setenv("DRIPLE_MODELS", str(models_root))
+    return models_root
+
+
+# ---------------------------------------------------------------------- one real job
+@pytest.fixture(scope="session")
+def ddp_job(tmp_path_factory):
+    """One real 2-worker gloo DDP job on loopback (~10 s measured), shared by several tests."""
+    from driple.collect import run_job
+    from driple.collect.job import JobSpec
+
+    out = tmp_path_factory.mktemp("ddp")
+    spec = JobSpec(model=f"{COLLECT_WORKLOADS}:tiny_mlp", batch_size=32, knobs={"width": 1024}, warmup=5)
+    result = run_job(spec, "cpu-ddp-w2-lo", seconds=10, out_dir=out, timeout=120)
+    return out, result
