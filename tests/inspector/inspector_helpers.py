@@ -41,12 +41,12 @@ def synthetic_targets(data: Data) -> torch.Tensor:
 
 
 def fake_builder(config: dict, groups: int = 100, grouping: str = "uniform",
-                 features: str = "driple") -> Data:
+                 features: str = "driple", seed: int = 42) -> Data:
     """Stands in for build_zoo_input: the graph is a function of the job config."""
     if config["model"] == "broken":
         raise RuntimeError("cannot trace this model")
-    seed = int(config["knobs"].get("seed", 0))
-    return tiny_graph(4 + (seed % 7), seed=seed + config["batch_size"])
+    knob = int(config["knobs"].get("seed", 0))
+    return tiny_graph(4 + (knob % 7), seed=knob + config["batch_size"])
 
 
 def write_dataset(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,

@@ -93,3 +93,37 @@ def test_predict_zoo_builds_with_the_checkpoint_options():
     predictor.info["setting"] = None
     with pytest.raises(DripleError, match="strategy"):
         predictor.predict_zoo("mlp", batch_size=4, input_dim=8, hidden=16, layers=1)
+
+
+def test_build_options_record_the_grouping_seed():
+    predictor, _ = _predictor()
+    # checkpoints saved before the seed was recorded (driple 0.1.0, every shipped one) were
+    # grouped with seed 42, the default of that time
+    predictor.info["builder"] = {"groups": 6, "grouping": "uniform", "features": "driple"}
+    assert predictor.build_options() == {"groups": 6, "grouping": "uniform", "features": "driple",
+                                         "seed": 42}
+    predictor.info["builder"]["seed"] = 7
+    assert predictor.build_options()["seed"] == 7
+
+
+def test_graphs_grouped_otherwise_are_refused(tmp_path):
+    pytest.importorskip("driple.zoo")
+    from driple.graph.build import build_zoo_input
+    from driple.graph.features import default_vocabulary
+    from driple.metrics import METRICS
+
+    predictor, _ = _predictor()
+    predictor.info.update(vocab_digest=default_vocabulary().digest,
+                          builder={"groups": 6, "grouping": "uniform", "features": "driple", "seed": 7})
+    predictor.save(str(tmp_path / "m"))
+    loaded = load_inspector(str(tmp_path / "m"))
+    knobs = {"batch_size": 4, "input_dim": 8, "hidden": 16, "layers": 1}
+    own = build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", groups=6, seed=7, **knobs)
+    assert own.grouping_key == "uniform-M6-seed7"
+    # predict_zoo builds with the recorded seed, not the builder's default
+    assert loaded.predict_zoo("mlp", **knobs) == dict(zip(METRICS, loaded.predict(own)[0].tolist()))
+    default = build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", groups=6, **knobs)
+    with pytest.raises(DripleError, match=r"grouped as uniform-M6-seed42 .* seed=7"):
+        loaded.predict(default)
+    with pytest.raises(DripleError, match="grouped as uniform-M5-seed7"):
+        loaded.predict(build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", groups=5, seed=7, **knobs))
