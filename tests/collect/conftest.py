@@ -74,13 +74,28 @@ def tiny_module(width: int = 32):
 
 
 def driple_leftovers() -> dict:
-    """driple processes, namespaces and links alive on this machine (started by this test run)."""
+    """driple namespaces and links alive on this machine that this test run owns: made by this
+    process or one of its children, or by a process that is gone (a leftover). Those of another
+    live process (another test run on a shared host) are its business."""
+    import psutil
+
+    from driple.collect.netns import _OWNED
+
+    ours = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+
+    def owned(name: str) -> bool:
+        m = _OWNED.match(name)
+        if not m:
+            return True  # driple-named but not a cluster's: report it
+        pid = int(m.group(1), 36)
+        return pid in ours or not psutil.pid_exists(pid)
+
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     return {
-        "netns": [l.split()[0] for l in ns.splitlines() if l.startswith("driple-")],
-        "links": [l.split(":")[1].strip().split("@")[0] for l in links.splitlines()
-                  if l.split(":")[1].strip().startswith("driple-")],
+        "netns": [n for n in (l.split()[0] for l in ns.splitlines() if l.startswith("driple-")) if owned(n)],
+        "links": [n for n in (l.split(":")[1].strip().split("@")[0] for l in links.splitlines())
+                  if n.startswith("driple-") and owned(n)],
     }
 
 
