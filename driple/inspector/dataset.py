@@ -11,8 +11,9 @@ Building a graph traces a training step (about a second), so every graph is cach
 graph cache shared by the datasets next to each other (``datasets/.graph-cache/``), keyed by
 the job's configuration, the part of the setting that shapes the graph (strategy, workers,
 servers: a DDP job's graph is the same on loopback and on a 1 Gbit/s link), the builder
-options (groups, grouping policy, seed, feature set), the op vocabulary and :data:`driple.graph.BUILDER_VERSION`. Missing graphs can be
-built by several processes at once (``workers``). The collated dataset is cached under
+options (groups, grouping policy, seed, feature set), the op vocabulary and
+:data:`driple.graph.BUILDER_VERSION`. Missing graphs can be built by several processes at once
+(``workers``). The collated dataset is cached under
 ``<dir>/processed/``, keyed by the rows it holds.
 
 Rows measured while other processes loaded the host (``host_other_cpu_pct`` above
