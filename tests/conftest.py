@@ -69,12 +69,12 @@ def make_synthetic_targets(data):
 
 
 def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform",
-                       features: str = "driple"):
+                       features: str = "driple", seed: int = 42):
     """Stands in for build_zoo_input: the graph is a function of the job config."""
     if config["model"] == "broken":
         raise RuntimeError("cannot trace this model")
-    seed = int(config["knobs"].get("seed", 0))
-    return make_tiny_graph(4 + (seed % 7), seed=seed + config["batch_size"])
+    knob = int(config["knobs"].get("seed", 0))
+    return make_tiny_graph(4 + (knob % 7), seed=knob + config["batch_size"])
 
 
 def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,

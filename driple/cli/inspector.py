@@ -123,9 +123,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ft.set_defaults(func=run_finetune)
 
 
-def _load_dataset(args, groups=None, grouping=None, features=None):
+def _load_dataset(args, groups=None, grouping=None, features=None, seed=None):
     import torch
 
+    from driple.graph.grouping import DEFAULT_SEED
     from driple.inspector.dataset import InspectorDataset
 
     if args.threads < 1:
@@ -137,6 +138,7 @@ def _load_dataset(args, groups=None, grouping=None, features=None):
                           "such as datasets/cpu-ddp-w2-lo")
     return InspectorDataset(args.dataset, groups=groups or 100, grouping=grouping or "uniform",
                             features=features or "driple", force_reload=args.rebuild,
+                            seed=DEFAULT_SEED if seed is None else seed,
                             progress=not args.quiet, workers=args.build_workers,
                             max_contention=None if args.max_contention < 0 else args.max_contention)
 
@@ -191,12 +193,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from driple.inspector.checkpoint import load_inspector
 
     predictor = load_inspector(args.checkpoint)
-    builder = predictor.info.get("builder", {})
+    builder = predictor.build_options()  # as recorded; what is not, as when it was trained
     if not args.dataset:
         args.dataset = predictor.info.get("dataset")
         if not args.dataset:
             raise DripleError("pass --dataset DIR (the checkpoint does not record its dataset)")
-    dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
+    dataset = _load_dataset(args, builder["groups"], builder["grouping"], builder["features"], builder["seed"])
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     unknown = [b for b in baselines if b not in ("mean", "gbr", "knn")]
     if unknown:
@@ -223,8 +225,8 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     refuse_shipped(args.out, args.overwrite_shipped)
     source = load_inspector(args.source)
-    builder = source.info.get("builder", {})
-    dataset = _load_dataset(args, builder.get("groups"), builder.get("grouping"), builder.get("features"))
+    builder = source.build_options()
+    dataset = _load_dataset(args, builder["groups"], builder["grouping"], builder["features"], builder["seed"])
     known = {k: v for k, v in source.info.get("training", {}).items()
              if k in TrainOptions.__dataclass_fields__}
     overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience),

@@ -8,7 +8,9 @@ for a zoo model by name. The returned :class:`torch_geometric.data.Data` has
 - ``edge_index`` ``[2, E]`` and ``edge_weight`` ``[E]``: undirected group adjacency and the
   number of op edges behind each group edge;
 - ``graph_attr`` ``[1, len(GRAPH_ATTRS)]`` float64: graph-level quantities for baselines;
-- ``feature_set``, ``num_groups``, ``summary`` (a plain dict of everything above and timings).
+- ``feature_set``, ``num_groups``, ``grouping_key`` (policy, M and seed, see
+  :func:`~driple.graph.grouping.grouping_key`), ``summary`` (a plain dict of everything above
+  and timings).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from torch import nn
 
 from driple.errors import DripleError
 from driple.graph.features import OpVocabulary, default_vocabulary, feature_names, node_table
-from driple.graph.grouping import FluidGrouper
+from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED, FluidGrouper, grouping_key
 from driple.graph.opgraph import build_op_graph
 from driple.graph.trace import trace_training_step
 from driple.settings import Setting, parse_setting
@@ -96,10 +98,10 @@ def build_input(
     strategy: Any = "ddp",
     workers: int | None = None,
     servers: int | None = None,
-    groups: int = 100,
-    grouping: str = "uniform",
+    groups: int = DEFAULT_GROUPS,
+    grouping: str = DEFAULT_POLICY,
     features: str = "driple",
-    seed: int = 42,
+    seed: int = DEFAULT_SEED,
     vocabulary: OpVocabulary | None = None,
 ):
     """Build the inspector's input for one training step of ``model``.
@@ -140,6 +142,7 @@ def build_input(
         feature_set=features,
         num_groups=grouper.n_groups_,
         vocab_digest=vocab.digest,
+        grouping_key=grouping_key(groups, grouping, seed),
         summary=summary.to_dict(),
     )
 

@@ -32,6 +32,18 @@ from driple.errors import DripleError
 
 POLICIES = ("uniform", "proportional", "none")
 
+# Defaults that shape every shipped graph. Inspectors record the options their graphs were
+# built with (``builder`` in the checkpoint) and refuse graphs grouped otherwise, so changing
+# one of these changes new graphs, never silently the input of a shipped inspector.
+DEFAULT_GROUPS = 100  #: number of groups M (Driple's public code: ``k=100``)
+DEFAULT_POLICY = "uniform"
+DEFAULT_SEED = 42  #: seed of the fluid-communities draws
+
+
+def grouping_key(groups: int, policy: str, seed: int) -> str:
+    """One string for how a graph was grouped (policy, M, seed): graphs and inspectors compare it."""
+    return f"{policy}-M{int(groups)}-seed{int(seed)}"
+
 
 class FluidGrouper:
     """Assign every op of the largest connected component to exactly one group.
@@ -41,8 +53,8 @@ class FluidGrouper:
     order) and ``dropped_`` (ops outside the largest component).
     """
 
-    def __init__(self, n_groups: int = 100, policy: str = "uniform", seed: int = 42,
-                 reference_nodes: int = 1000):
+    def __init__(self, n_groups: int = DEFAULT_GROUPS, policy: str = DEFAULT_POLICY,
+                 seed: int = DEFAULT_SEED, reference_nodes: int = 1000):
         self.n_groups = n_groups
         self.policy = policy
         self.seed = seed

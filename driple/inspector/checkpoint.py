@@ -31,6 +31,10 @@ from driple.metrics import target_names
 CHECKPOINT_FORMAT = "driple-inspector"
 CHECKPOINT_VERSION = 1
 CHECKPOINT_NAME = "inspector.pt"  # file name inside a trained_models/<setting>/ directory
+# Checkpoints saved before the builder record held the grouping seed (driple 0.1.0: every shipped
+# one) were grouped with seed 42, the default of that time; read a missing seed as 42, not as
+# whatever the default is now.
+UNRECORDED_GROUPING_SEED = 42
 
 
 def _driple_version() -> str:
@@ -93,6 +97,17 @@ class TrainedInspector:
 
     def _check_graph(self, data) -> None:
         self.check_compatible(getattr(data, "feature_set", None), getattr(data, "vocab_digest", None))
+        key = getattr(data, "grouping_key", None)
+        if key:
+            from driple.graph.grouping import grouping_key
+
+            o = self.build_options()
+            if key != grouping_key(o["groups"], o["grouping"], o["seed"]):
+                raise DripleError(
+                    f"the graph was grouped as {key} but this inspector was trained on graphs grouped "
+                    f"as {grouping_key(o['groups'], o['grouping'], o['seed'])}; build graphs with "
+                    f"groups={o['groups']}, grouping={o['grouping']!r}, seed={o['seed']} "
+                    "(TrainedInspector.build_options())")
 
     # ------------------------------------------------------------------ prediction
     def prepare(self, graphs: Sequence) -> list:
@@ -185,10 +200,12 @@ class TrainedInspector:
         return self.target_scaler.inverse_transform(torch.cat(outs).double().numpy())
 
     def build_options(self) -> dict:
-        """Graph-builder options this inspector was trained with (groups, grouping, features)."""
+        """Graph-builder options this inspector was trained with (groups, grouping, features,
+        seed); what the checkpoint does not record is the default of the version that made it."""
         b = self.info.get("builder") or {}
         return {"groups": int(b.get("groups", 100)), "grouping": b.get("grouping", "uniform"),
-                "features": self.feature_set or b.get("features", "driple")}
+                "features": self.feature_set or b.get("features", "driple"),
+                "seed": int(b.get("seed", UNRECORDED_GROUPING_SEED))}
 
     def predict_frame(self, graphs, batch_size: int = 64):
         """:meth:`predict` as a pandas DataFrame with one column per target."""

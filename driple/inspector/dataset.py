@@ -11,8 +11,9 @@ Building a graph traces a training step (about a second), so every graph is cach
 graph cache shared by the datasets next to each other (``datasets/.graph-cache/``), keyed by
 the job's configuration, the part of the setting that shapes the graph (strategy, workers,
 servers: a DDP job's graph is the same on loopback and on a 1 Gbit/s link), the builder
-options, the op vocabulary and :data:`driple.graph.BUILDER_VERSION`. Missing graphs can be
-built by several processes at once (``workers``). The collated dataset is cached under
+options (groups, grouping policy, seed, feature set), the op vocabulary and
+:data:`driple.graph.BUILDER_VERSION`. Missing graphs can be built by several processes at once
+(``workers``). The collated dataset is cached under
 ``<dir>/processed/``, keyed by the rows it holds.
 
 Rows measured while other processes loaded the host (``host_other_cpu_pct`` above
@@ -33,6 +34,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from driple.csvtable import read_csv
 from driple.errors import DripleError
+from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED
 from driple.metrics import target_names
 
 CACHE_VERSION = 1  # bump when the cached graph layout changes
@@ -70,14 +72,14 @@ def job_config(row: dict) -> dict:
     }
 
 
-def zoo_graph(config: dict, groups: int = 100, grouping: str = "uniform",
-              features: str = "driple") -> Data:
+def zoo_graph(config: dict, groups: int = DEFAULT_GROUPS, grouping: str = DEFAULT_POLICY,
+              features: str = "driple", seed: int = DEFAULT_SEED) -> Data:
     """The default graph builder: :func:`driple.graph.build.build_zoo_input` for a job config."""
     from driple.graph.build import build_zoo_input
 
     return build_zoo_input(config["model"], batch_size=config["batch_size"],
                            optimizer=config["optimizer"], strategy=config["setting"],
-                           groups=groups, grouping=grouping, features=features,
+                           groups=groups, grouping=grouping, features=features, seed=seed,
                            **config["knobs"])
 
 
@@ -107,6 +109,7 @@ def _store(data, path: str, options: dict) -> dict:
     stored = {k: getattr(data, k) for k in GRAPH_KEYS}
     stored.update(feature_set=str(getattr(data, "feature_set", options["features"])),
                   vocab_digest=str(getattr(data, "vocab_digest", "")),
+                  grouping_key=str(getattr(data, "grouping_key", "")),
                   family=str(family) if family else "")
     os.makedirs(osp.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -159,7 +162,7 @@ class InspectorDataset(InMemoryDataset):
     Every item has ``x``, ``edge_index``, ``edge_weight``, ``graph_attr`` ``[1, 6]`` (see
     :data:`driple.graph.build.GRAPH_ATTRS`), ``y`` ``[1, targets]`` (raw units, order of
     :attr:`target_names`: the declared targets, :func:`driple.metrics.target_names`), and the strings ``job_id``, ``model``, ``family``,
-    ``config_key``, ``feature_set`` and ``vocab_digest``.
+    ``config_key``, ``feature_set``, ``vocab_digest`` and ``grouping_key``.
 
     Args:
         root (str): The dataset directory (holding ``results.csv``).
@@ -167,8 +170,9 @@ class InspectorDataset(InMemoryDataset):
         grouping (str, optional): Grouping policy. (default: :obj:`"uniform"`)
         features (str, optional): Feature set, ``"driple"`` or ``"rich"``.
             (default: :obj:`"driple"`)
-        builder (callable, optional): ``builder(config, groups=, grouping=, features=) -> Data``
-            for a :func:`job_config`; the zoo builder by default.
+        seed (int, optional): Seed of the grouping. (default: :obj:`42`)
+        builder (callable, optional): ``builder(config, groups=, grouping=, features=, seed=)
+            -> Data`` for a :func:`job_config`; the zoo builder by default.
         builder_id (str, optional): Identifies ``builder`` in cache keys; required with a custom
             builder. (default: the zoo builder and its op-vocabulary digest)
         force_reload (bool, optional): Rebuild every graph. (default: :obj:`False`)
@@ -182,9 +186,10 @@ class InspectorDataset(InMemoryDataset):
     def __init__(
         self,
         root: str,
-        groups: int = 100,
-        grouping: str = "uniform",
+        groups: int = DEFAULT_GROUPS,
+        grouping: str = DEFAULT_POLICY,
         features: str = "driple",
+        seed: int = DEFAULT_SEED,
         builder: Optional[Callable[..., Data]] = None,
         builder_id: Optional[str] = None,
         transform: Optional[Callable] = None,
@@ -196,7 +201,8 @@ class InspectorDataset(InMemoryDataset):
     ):
         if builder is not None and builder_id is None:
             raise ValueError("pass builder_id with a custom builder (it keys the graph cache)")
-        self.options = {"groups": int(groups), "grouping": grouping, "features": features}
+        self.options = {"groups": int(groups), "grouping": grouping, "features": features,
+                        "seed": int(seed)}
         self.target_names = target_names()
         self.builder = builder or zoo_graph
         self.builder_id = builder_id or _zoo_builder_id()
@@ -302,7 +308,8 @@ class InspectorDataset(InMemoryDataset):
                 x=g.x.float(), edge_index=g.edge_index.long(), edge_weight=g.edge_weight.float(),
                 graph_attr=g.graph_attr.double().view(1, -1), y=y, num_nodes=g.x.size(0),
                 job_id=str(row["job_id"]), model=str(row["model"]), family=family,
-                config_key=key, feature_set=g.feature_set, vocab_digest=g.vocab_digest))
+                config_key=key, feature_set=g.feature_set, vocab_digest=g.vocab_digest,
+                grouping_key=g.grouping_key))
         if failed:
             sample = next(iter(failed.values()))
             warnings.warn(f"{len(failed)} of {len(configs)} graph(s) could not be built and their "

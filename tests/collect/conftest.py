@@ -75,13 +75,28 @@ def tiny_module(width: int = 32):
 
 
 def driple_leftovers() -> dict:
-    """driple processes, namespaces and links alive on this machine (started by this test run)."""
+    """driple namespaces and links alive on this machine that this test run owns: made by this
+    process or one of its children, or by a process that is gone (a leftover). Those of another
+    live process (another test run on a shared host) are its business."""
+    import psutil
+
+    from driple.collect.netns import _OWNED
+
+    ours = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+
+    def owned(name: str) -> bool:
+        m = _OWNED.match(name)
+        if not m:
+            return True  # driple-named but not a cluster's: report it
+        pid = int(m.group(1), 36)
+        return pid in ours or not psutil.pid_exists(pid)
+
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     return {
-        "netns": [l.split()[0] for l in ns.splitlines() if l.startswith("driple-")],
-        "links": [l.split(":")[1].strip().split("@")[0] for l in links.splitlines()
-                  if l.split(":")[1].strip().startswith("driple-")],
+        "netns": [n for n in (l.split()[0] for l in ns.splitlines() if l.startswith("driple-")) if owned(n)],
+        "links": [n for n in (l.split(":")[1].strip().split("@")[0] for l in links.splitlines())
+                  if n.startswith("driple-") and owned(n)],
     }
 
 
@@ -98,6 +113,104 @@ def worker_pids(marker: str) -> list[int]:
         if marker in cmd and int(d.name) != os.getpid():
             pids.append(int(d.name))
     return pids
+
+
+# -- host load: what can make a timing test wrong without the code under test being wrong --------
+BUSY_CORES = 0.25  # other processes using more than a quarter of a core on average: a busy host
+
+
+def _host_busy_s() -> float:
+    """CPU seconds the whole host spent busy (all cores; /proc/stat), steal time included."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of its children that have been waited for."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class HostLoad:
+    """How busy the rest of the host was since :meth:`restart`.
+
+    ``other_cores`` is the CPU (in cores, 0 .. cpu count) used by processes other than this
+    one and its waited-for children, from /proc/stat and ``os.times()``; with the 1-minute load
+    average it is what a timing test reports when it retries or skips on a busy host. Read it
+    after the test's own children have been waited for (or they count as "other").
+    """
+
+    def __init__(self):
+        self.restart()
+
+    def restart(self) -> "HostLoad":
+        self._t, self._host, self._own = time.monotonic(), _host_busy_s(), _own_cpu_s()
+        return self
+
+    @property
+    def other_cores(self) -> float:
+        dt = time.monotonic() - self._t
+        other = (_host_busy_s() - self._host) - (_own_cpu_s() - self._own)
+        return max(0.0, other) / dt if dt > 0 else 0.0
+
+    @property
+    def busy(self) -> bool:
+        return self.other_cores > BUSY_CORES
+
+    def __str__(self) -> str:
+        return (f"other processes used {self.other_cores:.2f} of {os.cpu_count()} cores, "
+                f"load average {os.getloadavg()[0]:.2f}")
+
+    def check(self, ok: bool, what: str) -> None:
+        """Pass if ``ok``; else skip with the measured load if the host was busy, fail if quiet."""
+        if ok:
+            return
+        if self.busy:
+            pytest.skip(f"host busy ({self}): {what}")
+        pytest.fail(f"{what} on a quiet host ({self})")
+
+
+@pytest.fixture
+def host_load() -> HostLoad:
+    """A :class:`HostLoad` measuring from the start of the test."""
+    return HostLoad()
+
+
+def check_sample_grid(raw, name: str, load: HostLoad, at_least_s: float = 0.0,
+                      at_most_s: float | None = None) -> None:
+    """What a fixed-period sampler promises whatever the load, then that it kept the period.
+
+    Samples sit on a grid of one period from the first: a late one skips the grid points it
+    missed (each such skip counted in ``n_late``), so the samples of a target sampled from
+    start to end are the grid points over its span minus at least one per late sample, and
+    with none late exactly the grid points. The span covers what the test waited inside the
+    sampler block (``at_least_s``, less one period: the stop falls between two samples) and no
+    more than the block lasted (``at_most_s``). On a busy host a sampler may fall late: more
+    than 5 % of samples late, or the last ones missed before the stop, skips with the load.
+    """
+    import numpy as np
+
+    period = raw.period_s
+    t = raw.arrays[f"{name}/t_ns"]
+    span = (t[-1] - t[0]) / 1e9
+    points = int(np.floor(span / period + 1e-6)) + 1
+    late = raw.meta["n_late"]
+    assert np.all(np.diff(t) > 0)
+    if at_most_s is not None:
+        assert span <= at_most_s + period, (span, at_most_s)
+    assert len(t) <= points - late, (len(t), points, late)  # never faster than the grid
+    if late == 0:
+        assert len(t) == points, (len(t), points)
+    load.check(late <= 0.05 * len(t), f"{late} of {len(t)} samples more than one period late")
+    load.check(span >= at_least_s - period, f"samples over {span:.3f} s of the {at_least_s} s waited")
+
+
+@pytest.fixture
+def sample_grid():
+    """:func:`check_sample_grid`."""
+    return check_sample_grid
 
 
 @pytest.fixture

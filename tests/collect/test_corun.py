@@ -197,7 +197,7 @@ if kind == "crash":
 if kind == "wait":
     signal.signal(signal.SIGTERM, lambda *_: finish("failed", "interrupted by Ctrl-C/SIGTERM during the job", 130))
     open(cfg["result"] + ".started", "w").close()
-    time.sleep(30)
+    time.sleep(60)  # WAIT_S
     finish("ok", "")
 if kind == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -206,6 +206,9 @@ if kind == "stubborn":
     open(cfg["out_dir"] + "/rank.pid", "w").write(str(rank.pid))
     time.sleep(60)
 """
+
+
+WAIT_S = 60  # how long fake:wait runs unless stopped
 
 
 @pytest.fixture
@@ -230,7 +233,7 @@ def test_a_failed_job_stops_the_others_and_fails_the_corun(fake_collectors):
     out = fake_collectors
     t0 = time.monotonic()
     result = run_corun(_jobs("crash", "wait"), "cpu-ddp-w2-lo", 5, out)
-    assert time.monotonic() - t0 < 20  # the waiting job was stopped, not run to its end
+    assert time.monotonic() - t0 < WAIT_S  # the waiting job was stopped, not run to its end
     _no_children_left()
     assert not result.ok
     crashed, stopped = result.jobs
@@ -297,7 +300,7 @@ def _gone(pid: int) -> bool:
 
 # -- one real co-run ---------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_two_tiny_ddp_jobs_run_together(tmp_path, tiny_model):
+def test_two_tiny_ddp_jobs_run_together(tmp_path, tiny_model, host_load):
     """Two 2-worker gloo jobs on loopback at once (4 ranks, 2 samplers on this host)."""
 
     jobs = [JobSpec(model=tiny_model, batch_size=16, knobs={"width": 256}, warmup=3),
@@ -309,10 +312,14 @@ def test_two_tiny_ddp_jobs_run_together(tmp_path, tiny_model):
     row = result.row
     assert result.ok, (row["reason"], [r.row["reason"] for r in result.jobs])
     assert all(r.ok for r in result.jobs) and len({r.row["job_id"] for r in result.jobs}) == 2
-    assert 0.2 <= row["overlap_s"] <= 3.0 * 1.5
+    # the overlap is where both jobs' measurement windows (from their workers' details) meet
+    windows = [corun.job_window(json.loads(r.detail_path.read_text())["per_rank"]) for r in result.jobs]
+    start, end = max(w[0] for w in windows), min(w[1] for w in windows)
+    assert row["overlap_s"] == pytest.approx((end - start) / 1e9, abs=1e-5)
+    assert 0.2 <= row["overlap_s"] <= min(w[1] - w[0] for w in windows) / 1e9 + 1e-6  # row: 6 decimals
     for r in ("compute", "memory", "tx", "rx"):
         assert row[f"{r}_mean"] == pytest.approx(sum(m[r] for m in row["per_job"].values()))
-    assert row["compute_mean"] > 20 and row["tx_mean"] > 0 and row["rx_mean"] > 0
+    assert row["compute_mean"] > 0 and row["tx_mean"] > 0 and row["rx_mean"] > 0
 
     rows = pd.read_csv(tmp_path / "results.csv")
     assert list(rows["status"]) == ["ok", "ok"] and set(rows["corun_id"]) == {row["corun_id"]}
@@ -331,6 +338,8 @@ def test_two_tiny_ddp_jobs_run_together(tmp_path, tiny_model):
     assert m.resources["compute"].combined_mean == pytest.approx(row["compute_mean"], rel=0.15)
     w0 = read_corun(tmp_path, row["corun_id"], worker="worker0")[row["corun_id"]]
     assert set(w0.series) == set(c.series)
+    # 4 CPU-bound ranks: well above idle, unless other processes took the cores
+    host_load.check(row["compute_mean"] > 20, f"the two jobs used {row['compute_mean']:.0f} % compute")
 
 
 def test_command_line_prints_the_corun_and_fails_with_it(fake_collectors, capsys):

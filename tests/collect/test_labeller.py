@@ -22,8 +22,8 @@ def test_init_only_stores_params():
 def test_two_bursts_fixed_period():
     # runs: idle 2 (edge) | burst 3 | idle 3 | burst 3 | idle 1 (edge); dt = 0.5 s
     x = [0, 0, 8, 8, 8, 0, 0, 0, 8, 8, 8, 0]
-    lab = BurstIdleLabeller(trim=0).fit(x, 0.5)
-    assert lab is not None and isinstance(lab, BurstIdleLabeller)
+    lab = BurstIdleLabeller(trim=0)
+    assert lab.fit(x, 0.5) is lab  # fit returns the estimator itself, not a copy
     assert lab.labels_.tolist() == [0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0]
     assert lab.centers_ == pytest.approx((0.0, 8.0))
     assert lab.threshold_ == pytest.approx(4.0)

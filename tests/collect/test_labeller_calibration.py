@@ -13,9 +13,15 @@ The machine is shared: other people's processes would stretch a busy phase or de
 send and make the *workload* wrong, not the instrument. So workloads and the sampler run
 SCHED_FIFO (root); without that permission the tests are skipped. Even so the VM can lose its
 CPU for a few ms: each workload logs its own timing, and a run in which the workload itself
-was disturbed (a busy phase, sleep or paced send late by more than 3 ms, by its own clock) is
-repeated, up to 3 times, then skipped as "host too busy". The instrument is judged only on
-runs where the workload did exactly what it claims. Tolerance: 5 %.
+was disturbed (a busy phase, sleep or paced send late by more than 3 ms, by its own clock) or
+the sampler fell a period late is repeated, up to 3 times. The instrument is judged only on
+runs where the workload did exactly what it claims.
+
+Tolerance: 5 %, and never less than the sampler's resolution: a duration is counted in whole
+samples, so one sample period (10 ms) either way. A figure outside it fails on a quiet host;
+on a busy one (other processes using more than a quarter of a core, see ``HostLoad`` in
+conftest.py) the run is repeated, and after 3 busy runs the test is skipped with the loads
+measured in each.
 """
 from __future__ import annotations
 
@@ -114,8 +120,20 @@ def _spawn(code: str, *args) -> subprocess.Popen:
     )
 
 
-def _within(measured: float, expected: float) -> bool:
-    return abs(measured - expected) <= TOL * expected
+def _off(figures: dict) -> list[str]:
+    """The figures ``{name: (measured, expected, tolerance)}`` outside their tolerance."""
+    return [f"{k} {m:.4g} vs {e:.4g} +- {t:.2g}" for k, (m, e, t) in figures.items() if abs(m - e) > t]
+
+
+def _judge(off: list[str], load, attempt: int, busy_runs: list[str]) -> bool:
+    """True when the run passed; fails on a quiet host, records a busy run to try again."""
+    if not off:
+        return True
+    if not load.busy:
+        pytest.fail(f"attempt {attempt + 1}, quiet host ({load}): {'; '.join(off)}")
+    busy_runs.append(f"{'; '.join(off)} ({load})")
+    print("host busy, again:", busy_runs[-1])
+    return False
 
 
 def _run_cpu(out, busy, idle):
@@ -137,25 +155,31 @@ def _run_cpu(out, busy, idle):
     return read_raw(out), go_ns, phases
 
 
-def test_cpu_calibration(tmp_path):
+def test_cpu_calibration(tmp_path, host_load):
     busy, idle = 0.150, 0.250
+    busy_runs = []
     for attempt in range(ATTEMPTS):
+        load = host_load.restart()
         raw, go_ns, phases = _run_cpu(tmp_path / f"cpu{attempt}.npz", busy, idle)
-        if phases[:, 2].max() <= LATE_NS:
-            break
-        print(f"cpu workload disturbed (a phase {phases[:, 2].max() / 1e6:.1f} ms late); again")
-    else:
-        pytest.skip("host too busy: the CPU workload was disturbed in every attempt")
-    truth_busy = (phases[:, 1] - phases[:, 0]).mean() / 1e9  # the workload's own wall-clock view
-    t0 = (go_ns - raw.start_ns) / 1e9 + 0.1
-    t1 = (phases[-1, 1] - raw.start_ns) / 1e9
-    m = label_rates(raw.rates("busy"), t0, t1)
-    figures = {k: round(v, 4) for k, v in m.items() if k.startswith("compute")}
-    print("cpu calibration:", figures, "workload busy wall s:", round(truth_busy, 4), "attempt:", attempt + 1)
-    assert _within(m["compute_burst_amount"], 100.0), figures
-    assert _within(m["compute_burst_duration"], busy), figures
-    assert _within(m["compute_idle_duration"], idle), figures
-    assert m["compute_share_BIB"] > 0.9
+        if phases[:, 2].max() > LATE_NS or raw.meta["n_late"]:
+            busy_runs.append(f"workload {phases[:, 2].max() / 1e6:.1f} ms late, "
+                             f"{raw.meta['n_late']} samples late ({load})")
+            print("disturbed, again:", busy_runs[-1])
+            continue
+        truth_busy = (phases[:, 1] - phases[:, 0]).mean() / 1e9  # the workload's own wall-clock view
+        t0 = (go_ns - raw.start_ns) / 1e9 + 0.1
+        t1 = (phases[-1, 1] - raw.start_ns) / 1e9
+        m = label_rates(raw.rates("busy"), t0, t1)
+        dt = raw.period_s
+        print("cpu calibration:", {k: round(v, 4) for k, v in m.items() if k.startswith("compute")},
+              "workload busy wall s:", round(truth_busy, 4), "attempt:", attempt + 1, load)
+        off = _off({"compute_burst_amount": (m["compute_burst_amount"], 100.0, TOL * 100.0),
+                    "compute_burst_duration": (m["compute_burst_duration"], busy, max(TOL * busy, dt)),
+                    "compute_idle_duration": (m["compute_idle_duration"], idle, max(TOL * idle, dt)),
+                    "compute_share_BIB": (m["compute_share_BIB"], 1.0, 0.1)})
+        if _judge(off, load, attempt, busy_runs):
+            return
+    pytest.skip(f"host too busy in {ATTEMPTS} attempts: " + " | ".join(busy_runs))
 
 
 def _run_net(out, total, period, rate):
@@ -184,30 +208,39 @@ def _run_net(out, total, period, rate):
     return read_raw(out), starts, worst
 
 
-def test_network_calibration(tmp_path):
+def test_network_calibration(tmp_path, host_load):
     total, period, rate = 4_000_000, 0.300, 40e6  # 4 MB every 300 ms at 40 MB/s
     burst = total / rate
+    busy_runs = []
     for attempt in range(ATTEMPTS):
+        load = host_load.restart()
         raw, starts, worst = _run_net(tmp_path / f"net{attempt}.npz", total, period, rate)
-        if worst <= LATE_NS:
-            break
-        print(f"sender disturbed (a chunk {worst / 1e6:.1f} ms late); again")
-    else:
-        pytest.skip("host too busy: the paced sender was disturbed in every attempt")
-    t0 = (starts[0] - raw.start_ns) / 1e9 + 0.05
-    t1 = (starts[-1] - raw.start_ns) / 1e9 + period - 0.05
-    for name, res in (("sender", "tx"), ("receiver", "rx")):
-        m = label_rates(raw.rates(name), t0, t1)
-        c = raw.counters(name)[f"{res}_bytes"]
-        # bytes per period from the cumulative counter over whole periods (first to last start)
-        a, b = (starts[0] - raw.start_ns) / 1e9 - 0.05, (starts[-1] - raw.start_ns) / 1e9 - 0.05
-        per_period = (c[c.index <= b].iloc[-1] - c[c.index <= a].iloc[-1]) / (len(starts) - 1)
-        per_burst = m[f"{res}_burst_amount"] * 1e6 * m[f"{res}_burst_duration"]
-        figures = {k: round(v, 4) for k, v in m.items() if k.startswith(res)}
-        print(f"{res} calibration:", figures, "bytes/period:", int(per_period),
-              "amount x duration:", int(per_burst), "attempt:", attempt + 1)
-        assert _within(m[f"{res}_burst_duration"], burst), figures
-        assert _within(m[f"{res}_idle_duration"], period - burst), figures
-        assert _within(m[f"{res}_burst_amount"], rate / 1e6), figures
-        assert _within(per_period, total), per_period
-        assert _within(per_burst, total), per_burst
+        if worst > LATE_NS or raw.meta["n_late"]:
+            busy_runs.append(f"sender {worst / 1e6:.1f} ms late, {raw.meta['n_late']} samples late ({load})")
+            print("disturbed, again:", busy_runs[-1])
+            continue
+        dt = raw.period_s
+        t0 = (starts[0] - raw.start_ns) / 1e9 + 0.05
+        t1 = (starts[-1] - raw.start_ns) / 1e9 + period - 0.05
+        figures = {}
+        for name, res in (("sender", "tx"), ("receiver", "rx")):
+            m = label_rates(raw.rates(name), t0, t1)
+            c = raw.counters(name)[f"{res}_bytes"]
+            # bytes per period from the cumulative counter over whole periods (first to last start)
+            a, b = (starts[0] - raw.start_ns) / 1e9 - 0.05, (starts[-1] - raw.start_ns) / 1e9 - 0.05
+            per_period = (c[c.index <= b].iloc[-1] - c[c.index <= a].iloc[-1]) / (len(starts) - 1)
+            per_burst = m[f"{res}_burst_amount"] * 1e6 * m[f"{res}_burst_duration"]
+            print(f"{res} calibration:", {k: round(v, 4) for k, v in m.items() if k.startswith(res)},
+                  "bytes/period:", int(per_period), "amount x duration:", int(per_burst),
+                  "attempt:", attempt + 1, load)
+            figures.update({
+                f"{res}_burst_duration": (m[f"{res}_burst_duration"], burst, max(TOL * burst, dt)),
+                f"{res}_idle_duration": (m[f"{res}_idle_duration"], period - burst, max(TOL * (period - burst), dt)),
+                f"{res}_burst_amount": (m[f"{res}_burst_amount"], rate / 1e6, TOL * rate / 1e6),
+                f"{res}_bytes_per_period": (per_period, total, TOL * total),
+                # amount x duration: the duration's tolerance carries over
+                f"{res}_amount_x_duration": (per_burst, total, TOL * total + max(TOL * burst, dt) * rate),
+            })
+        if _judge(_off(figures), load, attempt, busy_runs):
+            return
+    pytest.skip(f"host too busy in {ATTEMPTS} attempts: " + " | ".join(busy_runs))

@@ -75,26 +75,30 @@ def test_parameter_server_job_has_network(tmp_path, tiny_model):
     assert len(set(pids.values())) == 3  # the ranks themselves, not the torchrun agent
 
 
-def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of):
+def test_crashing_worker_fails_the_job_cleanly(tmp_path, tiny_model, pids_of, host_load):
     spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "crash_at": 3}, warmup=2)
     result = run_job(spec, "cpu-ddp-w2-lo", seconds=30, out_dir=tmp_path, timeout=120)
     row = result.row
     assert row["status"] == "failed"
     assert "worker1" in row["reason"] and "injected crash" in row["reason"], row["reason"]
-    assert row["duration_s"] < 60  # noticed at once, not after the timeout
+    assert row["duration_s"] < 120  # noticed, not ended by the timeout
     assert pids_of(str(tmp_path)) == []
     _no_children_left()
     assert "injected crash" in (tmp_path / "raw" / f"{row['job_id']}.log").read_text()
+    # at once: start-up and the crash take seconds, unless the host is busy
+    host_load.check(row["duration_s"] < 60, f"the crash took {row['duration_s']:.0f} s to notice")
 
 
-def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of):
+def test_hung_job_is_killed_at_the_timeout(tmp_path, tiny_model, pids_of, host_load):
     spec = JobSpec(model=tiny_model, batch_size=8, knobs={"width": 64, "hang_at": 3}, warmup=2)
     result = run_job(spec, "cpu-ddp-w2-lo", seconds=5, out_dir=tmp_path, timeout=12)
     row = result.row
     assert row["status"] == "failed" and row["reason"].startswith("timeout"), row["reason"]
-    assert 12 <= row["duration_s"] < 30
+    assert row["duration_s"] >= 12
     assert pids_of(str(tmp_path)) == []
     _no_children_left()
+    # killed at the timeout: 12 s, the 3 s kill grace and clean-up, unless the host is busy
+    host_load.check(row["duration_s"] < 30, f"the hung job ended {row['duration_s']:.0f} s after its start")
 
 
 def test_a_job_that_cannot_reach_its_iterations_within_the_cap_fails_with_that_reason(tmp_path, tiny_model, pids_of):

@@ -83,3 +83,35 @@ def test_feature_set_and_vocabulary_mismatch(make_predictor, tiny_graph, tmp_pat
         loaded.predict(g)
     with pytest.raises(DripleError, match="feature set"):
         load_inspector(str(tmp_path / "m"), feature_set="rich")
+
+
+def test_build_options_record_the_grouping_seed(make_predictor):
+    predictor, _ = make_predictor()
+    # checkpoints saved before the seed was recorded (driple 0.1.0, every shipped one) were
+    # grouped with seed 42, the default of that time
+    predictor.info["builder"] = {"groups": 6, "grouping": "uniform", "features": "driple"}
+    assert predictor.build_options() == {"groups": 6, "grouping": "uniform", "features": "driple",
+                                         "seed": 42}
+    predictor.info["builder"]["seed"] = 7
+    assert predictor.build_options()["seed"] == 7
+
+
+def test_graphs_grouped_otherwise_are_refused(make_predictor, tmp_path):
+    pytest.importorskip("driple.zoo")
+    from driple.graph.build import build_zoo_input
+    from driple.graph.features import default_vocabulary
+
+    predictor, _ = make_predictor()
+    predictor.info.update(vocab_digest=default_vocabulary().digest,
+                          builder={"groups": 6, "grouping": "uniform", "features": "driple", "seed": 7})
+    predictor.save(str(tmp_path / "m"))
+    loaded = load_inspector(str(tmp_path / "m"))
+    knobs = {"batch_size": 4, "input_dim": 8, "hidden": 16, "layers": 1}
+    own = build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", **loaded.build_options(), **knobs)
+    assert own.grouping_key == "uniform-M6-seed7"
+    assert np.all(np.isfinite(loaded.predict(own)))
+    default = build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", groups=6, **knobs)
+    with pytest.raises(DripleError, match=r"grouped as uniform-M6-seed42 .* seed=7"):
+        loaded.predict(default)
+    with pytest.raises(DripleError, match="grouped as uniform-M5-seed7"):
+        loaded.predict(build_zoo_input("mlp", strategy="cpu-ddp-w2-lo", groups=5, seed=7, **knobs))

@@ -56,6 +56,22 @@ def test_dataset_caches_graphs(fake_builder, write_dataset, tmp_path):
     assert os.path.isdir(os.path.join(tmp_path, ".graph-cache"))  # shared beside the datasets
 
 
+def test_grouping_seed_keys_the_graph_cache_and_reaches_the_builder(fake_builder, write_dataset, tmp_path):
+    root = write_dataset(tmp_path / "S", n_configs=3)
+    seeds = []
+
+    def recording(config, **options):
+        seeds.append(options["seed"])
+        return fake_builder(config, **options)
+
+    ds = InspectorDataset(root, builder=recording, builder_id="fake", progress=False)
+    assert seeds == [42] * 3 and ds.options["seed"] == 42
+    other = InspectorDataset(root, seed=7, builder=recording, builder_id="fake", progress=False)
+    assert seeds == [42] * 3 + [7] * 3  # not the graphs cached for seed 42
+    assert other.options == {"groups": 100, "grouping": "uniform", "features": "driple", "seed": 7}
+    assert ds.graph_key(job_config(ds.frame.iloc[0])) != other.graph_key(job_config(ds.frame.iloc[0]))
+
+
 def test_graph_cache_shared_by_settings_with_the_same_graph(fake_builder, write_dataset, tmp_path):
     calls = []
 
@@ -118,14 +134,15 @@ def test_dataset_errors(fake_builder, tmp_path):
         job_config({"model": "m", "knobs": "{depth", "batch_size": 1, "optimizer": "sgd", "setting": "s"})
 
 
-def _tiny_zoo_builder(config, groups=100, grouping="uniform", features="driple"):
+def _tiny_zoo_builder(config, groups=100, grouping="uniform", features="driple", seed=42):
     from driple.graph.build import build_zoo_input
     from driple.graph.features import OpVocabulary
 
     vocab = OpVocabulary({"aten.addmm.default": 4, "aten.relu.default": 2}, corpus="test")
     return build_zoo_input(config["model"], batch_size=config["batch_size"],
                            optimizer=config["optimizer"], strategy=config["setting"], groups=groups,
-                           grouping=grouping, features=features, vocabulary=vocab, **config["knobs"])
+                           grouping=grouping, features=features, seed=seed, vocabulary=vocab,
+                           **config["knobs"])
 
 
 def test_dataset_with_zoo_models(tmp_path):
@@ -145,5 +162,6 @@ def test_dataset_with_zoo_models(tmp_path):
                           progress=False)
     assert len(ds) == 2
     assert ds[0].x.size(1) == 3 and 1 <= ds[0].x.size(0) <= 6
+    assert ds[0].grouping_key == "uniform-M6-seed42"  # cached with the graph
     assert ds.graph_attrs[1, 0] > ds.graph_attrs[0, 0]  # more parameters with the wider MLP
     assert np.allclose(ds.targets[1], 2.0)

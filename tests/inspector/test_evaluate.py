@@ -29,6 +29,8 @@ def test_baselines_by_hand():
 
 
 def test_evaluate_random_uses_checkpoint_test_jobs(dataset, trained):
+    assert trained.info["builder"] == {"groups": 100, "grouping": "uniform", "features": "driple",
+                                       "seed": 42}  # what shaped its graphs, seed included
     report = evaluate(trained, dataset, split="random", progress=False)
     fold = report["folds"][0]
     assert fold["test_job_ids"] == trained.info["split"]["test"]

@@ -50,6 +50,33 @@ def test_target_scaler_max_is_paper_scaling():
         TargetScaler("minmax")
 
 
+E = math.e
+
+
+@pytest.mark.parametrize("method,y,center,scale,raw,scaled,back_z,back_y", [
+    # max: divide by the column's max |y| (4, 8); no centring
+    ("max", [[1.0, -8.0], [4.0, 2.0]], [0.0, 0.0], [4.0, 8.0],
+     [[2.0, -4.0]], [[0.5, -0.5]], [[0.25, 1.5]], [[1.0, 12.0]]),
+    # standard: mean (2, 20), population std (1, 10)
+    ("standard", [[1.0, 10.0], [3.0, 30.0]], [2.0, 20.0], [1.0, 10.0],
+     [[4.0, 5.0]], [[2.0, -1.5]], [[-1.0, 0.5]], [[1.0, 25.0]]),
+    # log: log1p(y) is (1, 0), (3, 2) -> mean (2, 1), std (1, 1); inverse is expm1
+    ("log", [[E - 1, 0.0], [E ** 3 - 1, E ** 2 - 1]], [2.0, 1.0], [1.0, 1.0],
+     [[E ** 2 - 1, E ** 4 - 1]], [[0.0, 3.0]], [[1.0, -1.0]], [[E ** 3 - 1, 0.0]]),
+])
+def test_target_scaler_by_hand(method, y, center, scale, raw, scaled, back_z, back_y):
+    scaler = TargetScaler(method).fit(np.array(y))
+    assert scaler.center_ == pytest.approx(center) and scaler.scale_ == pytest.approx(scale)
+    assert scaler.low_ == pytest.approx(np.min(y, axis=0)) and scaler.high_ == pytest.approx(np.max(y, axis=0))
+    assert scaler.transform(raw).tolist() == [pytest.approx(row) for row in scaled]
+    assert scaler.inverse_transform(back_z).tolist() == [pytest.approx(row) for row in back_y]
+
+
+def test_target_scaler_log_clips_negative_targets_to_zero():
+    scaler = TargetScaler("log").fit(np.array([[E - 1], [E ** 3 - 1]]))  # log1p: 1, 3 -> mean 2, std 1
+    assert scaler.transform([[-5.0]]).tolist() == [[-2.0]]  # as log1p(0) = 0
+
+
 def test_feature_scaler_graph_attr():
     g1, g2 = _graph([[0.0, 0.0]]), _graph([[1.0, 1.0]])
     g1.graph_attr = torch.tensor([[0.0, math.e - 1]], dtype=torch.float64)

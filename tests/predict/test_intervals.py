@@ -25,12 +25,18 @@ def test_conformal_coverage_on_fresh_jobs():
 
 
 def test_interval_contains_prediction_scaled_by_quantiles():
-    iv = ConformalIntervals(0.8).fit(np.ones((5, 12)) * 2.0, np.ones((5, 12)))
+    # 5 jobs predicted 1, measured 0.5 .. 8: median 2, so eps = 0.02 and the residuals are
+    # log((m + 0.02) / 1.02). At 80 % with 5 jobs the corrected level ceil(6 * 0.9) / 5 caps at 1:
+    # q_lo is the smallest residual, log(0.52 / 1.02), q_hi the largest, log(8.02 / 1.02).
+    meas = np.tile([[0.5], [1.0], [2.0], [4.0], [8.0]], (1, 12))
+    iv = ConformalIntervals(0.8).fit(meas, np.ones((5, 12)))
+    assert iv.eps == pytest.approx([0.02] * 12)
+    assert iv.q_lo == pytest.approx([np.log(0.52 / 1.02)] * 12)
+    assert iv.q_hi == pytest.approx([np.log(8.02 / 1.02)] * 12)
     low, high = iv.interval(np.full(12, 4.0))
-    # every residual is log((2 + eps) / (1 + eps)): the interval is 4 scaled by that ratio
-    eps = 0.02
-    ratio = (2 + eps) / (1 + eps)
-    assert np.allclose(low, (4 + eps) * ratio - eps) and np.allclose(high, low)
+    # a prediction of 4 becomes [4.02 * 0.52 / 1.02 - 0.02, 4.02 * 8.02 / 1.02 - 0.02]
+    assert low == pytest.approx([2.0294117647] * 12) and high == pytest.approx([31.588235294] * 12)
+    assert np.all(low < 4.0) and np.all(high > 4.0)
 
 
 def test_finite_sample_level_with_few_jobs():

@@ -19,6 +19,7 @@ from driple.zoo import (
     make_optimizer,
     resolve_config,
 )
+from driple.zoo.optim import OPTIMIZERS
 from driple.zoo.registry import build_model
 from driple.zoo.tasks import IGNORE_INDEX
 
@@ -207,17 +208,91 @@ def test_family_default_traces_with_make_fx_fake(family, training_step):
     assert any("backward" in k for k in ops)  # the backward pass is in the graph
 
 
-@pytest.mark.parametrize("name,knobs", [
-    ("gpt_tiny", {"attention": "math", "layers": 1}),
-    ("bert", {"head": "cls", "attention": "math", "layers": 1, "vocab_size": 64}),
-    ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}),
-    ("vit", {"layers": 1, "attention": "math"}),
+def _step_fn_or_backward(w: Workload, opt, training_step):
+    """The training step, or with ``opt=None`` forward and backward only."""
+    if opt is not None:
+        return training_step(w, opt)
+
+    def step(inputs, targets):
+        loss = w.loss_fn(w.model(inputs), targets)
+        loss.backward()
+        return loss
+
+    return step
+
+
+def _traced_ops(w: Workload, optimizer, training_step) -> collections.Counter:
+    """How many times each aten op occurs in the traced step (``optimizer=None``: no update)."""
+    opt = make_optimizer(optimizer, w.model.parameters()) if optimizer else None
+    graph = make_fx(_step_fn_or_backward(w, opt, training_step), tracing_mode="fake",
+                    _allow_non_fake_inputs=True)(*w.example_batch)
+    return collections.Counter(str(n.target).split(".")[1] for n in graph.graph.nodes if n.op == "call_function"
+                               and str(n.target).startswith("aten."))
+
+
+def _layer_params(d: int, ffn: int) -> int:
+    """Parameters of one transformer layer: qkv (3d^2 + 3d), proj (d^2 + d), fc1 (d*ffn + ffn),
+    fc2 (ffn*d + d), two LayerNorms (2 * 2d)."""
+    return 4 * d * d + 2 * d * ffn + 9 * d + ffn
+
+
+# One more transformer layer: its 4 Linear layers add 4 addmm forward and 8 mm backward (grad of
+# input and weight), 2 LayerNorms, 1 softmax, 1 GELU; SGD adds one p.add_ per parameter tensor (12).
+ONE_MORE_LAYER_OPS = {"addmm": 4, "mm": 8, "native_layer_norm": 2, "_softmax": 1, "gelu": 1, "add_": 12}
+
+
+@pytest.mark.parametrize("name,knobs,change,params,tensors,ops", [
+    ("gpt_tiny", {"attention": "math", "layers": 1}, {"layers": 2}, _layer_params(64, 256), 12,
+     ONE_MORE_LAYER_OPS),
+    ("vit", {"layers": 1, "attention": "math"}, {"layers": 2}, _layer_params(192, 768), 12, ONE_MORE_LAYER_OPS),
+    # twice the vocabulary: 64 more word-embedding rows of d=128; the same ops on a larger table
+    ("bert", {"head": "cls", "attention": "math", "layers": 1, "vocab_size": 64}, {"vocab_size": 128},
+     64 * 128, 0, {}),
+    # an untied decoder: its own 64 x 200 weight, one more tensor for SGD to update
+    ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}, {"tie_weights": False},
+     64 * 200, 1, {"add_": 1}),
+    # no dropout: the masks on the embedding, between the 2 LSTM layers and before the decoder go
+    ("lstm_lm", {"dropout": 0.5, "vocab_size": 64, "seq_len": 5, "tie_weights": True}, {"dropout": 0.0},
+     0, 0, {"bernoulli_": -3}),
 ])
-def test_knob_variants_trace(name, knobs, training_step):
-    w = build_workload(name, batch_size=2, **knobs)
-    opt = make_optimizer("sgd", w.model.parameters())
-    graph = make_fx(training_step(w, opt), tracing_mode="fake", _allow_non_fake_inputs=True)(*w.example_batch)
-    assert len(graph.graph.nodes) > 50
+def test_knob_variants_trace(name, knobs, change, params, tensors, ops, training_step):
+    base = build_workload(name, batch_size=2, **knobs)
+    varied = build_workload(name, batch_size=2, **{**knobs, **change})
+    a, b = _traced_ops(base, "sgd", training_step), _traced_ops(varied, "sgd", training_step)
+    assert sum(a.values()) > 50
+    sizes = [[p.numel() for p in w.model.parameters()] for w in (base, varied)]
+    assert sum(sizes[1]) - sum(sizes[0]) == params and len(sizes[1]) - len(sizes[0]) == tensors
+    assert {op: b[op] - a[op] for op in ops} == ops
+    if not ops:
+        assert a == b
+
+
+# What one optimizer step adds to the traced step of the 1-hidden-layer MLP, per parameter tensor
+# (4: weight and bias of its 2 Linear layers), with torch's per-parameter CPU kernels:
+OPTIMIZER_OPS_PER_TENSOR = {
+    # momentum buffer = clone(grad).detach() on the first step; p.add_(buf, alpha=-lr)
+    "sgd": {"clone": 1, "detach": 1, "add_": 1},
+    # moments m, v = zeros_like(p) x2; step = tensor(0.) (lift_fresh_copy), step.add_(1);
+    # m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g, 1 - b2); denom = (v.sqrt() / c2).add_(eps);
+    # p.addcdiv_(m, denom, -step_size)
+    "adam": {"zeros_like": 2, "lift_fresh_copy": 1, "add_": 2, "lerp_": 1, "mul_": 1, "addcmul_": 1,
+             "sqrt": 1, "div": 1, "addcdiv_": 1},
+    # Adam and the decoupled weight decay p.mul_(1 - lr * wd)
+    "adamw": {"zeros_like": 2, "lift_fresh_copy": 1, "add_": 2, "lerp_": 1, "mul_": 2, "addcmul_": 1,
+              "sqrt": 1, "div": 1, "addcdiv_": 1},
+}
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_every_optimizer_traces(optimizer, training_step):
+    def mlp():  # a fresh one per trace: a traced backward leaves .grad behind
+        return build_workload("mlp", batch_size=2, hidden=16, layers=1)
+
+    assert len(list(mlp().model.parameters())) == 4
+    without = _traced_ops(mlp(), None, training_step)
+    with_step = _traced_ops(mlp(), optimizer, training_step)
+    assert not without - with_step  # the update only adds ops
+    assert dict(with_step - without) == {op: 4 * n for op, n in OPTIMIZER_OPS_PER_TENSOR[optimizer].items()}
 
 
 # --------------------------------------------------------------------------- user mistakes

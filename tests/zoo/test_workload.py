@@ -16,13 +16,24 @@ TINY = f"{USER}:tiny_mlp"
 
 
 def test_user_workload_and_plain_module():
+    import math
+
+    import torch
+
     w = load_workload(TINY, batch_size=4, knobs={"width": 16})
     x, y = w.make_batch(4)
     assert x.shape == (4, 64) and w.loss_fn(w.model(x), y).ndim == 0
+    # the knob reached the factory: Linear 64->16, 16->16, 16->10 (depth 2) = 1040 + 272 + 170
+    assert sum(p.numel() for p in w.model.parameters()) == 1482
+    # cross-entropy of all-zero logits over 10 classes is log(10)
+    assert w.loss_fn(torch.zeros(4, 10), y).item() == pytest.approx(math.log(10))
     m = load_workload(f"{USER}:tiny_module", batch_size=3)
-    assert isinstance(m, ModuleWorkload)
+    assert isinstance(m, ModuleWorkload) and m.input_shape == (8,)
     x, y = m.make_batch()
-    assert x.shape == (3, 8) and y is None and m.loss_fn(m.model(x), y) >= 0
+    assert x.shape == (3, 8) and y is None
+    assert m.model(x).shape == (3, 4)
+    # a plain module trains on the mean squared output: (1 + 4 + 9 + 16) / 4
+    assert m.loss_fn(torch.tensor([[1.0, -2.0], [3.0, -4.0]]), None).item() == pytest.approx(7.5)
 
 
 def test_user_code_errors_are_explained(tmp_path):
