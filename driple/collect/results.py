@@ -15,8 +15,8 @@ Row columns (units):
   ``iterations`` (measured, fewest of any worker), ``tx_bytes_per_iter``,
   ``rx_bytes_per_iter`` (per worker, mean over workers, B), ``param_bytes`` (model parameters, B)
 - contention and hardware: ``host_other_cpu_pct`` (host CPU used by other processes, %),
-  ``run_delay_pct`` (time the ranks' threads waited for a CPU, % of the window, mean over
-  ranks), ``cpu_model``, ``cpu_cores``, ``gpu_model``; ``labels`` (the labeller version)
+  ``run_delay_pct`` (time the ranks' training threads were runnable but waited for a CPU,
+  % of the window, mean over ranks), ``cpu_model``, ``cpu_cores``, ``gpu_model``; ``labels`` (the labeller version)
 - ``status`` (``ok``/``failed``), ``reason``, ``started`` (UTC ISO), ``duration_s`` (wall time of
   the whole job incl. start-up, s), ``raw_path`` / ``timeline_path`` (relative to the table)
 - then the timeline labeller's extras (bursts per iteration, spreads) and the paper's k-means
@@ -375,8 +375,8 @@ def _analyse(run, row: dict, detail: dict, out_dir: Path, buckets: dict) -> None
         cores = next((t.cores for t in run.targets if t.name == name), 1.0)
         job_cores += float(df["compute"][(df.index > u0) & (df.index <= u1)].mean()) / 100.0 * cores
         sched = tl.meta.get("schedstat") or {}
-        if sched.get("window_ns"):
-            delays.append(100.0 * sched["wait_ns"] / sched["window_ns"])
+        if sched.get("window_ns") and "main_wait_ns" in sched:
+            delays.append(100.0 * sched["main_wait_ns"] / sched["window_ns"])
     row["tx_bytes_per_iter"] = float(np.mean(per_iter["tx"]))
     row["rx_bytes_per_iter"] = float(np.mean(per_iter["rx"]))
     if delays:

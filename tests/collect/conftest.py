@@ -232,11 +232,12 @@ def pids_of():
 
 
 def paced(busy_ms=(15.0, 20.0), batch_size: int = 4):
-    """A workload whose forward keeps rank r's thread busy for ``busy_ms[r]`` ms of CPU time.
+    """A workload whose forward keeps rank r's thread busy for ``busy_ms[r]`` ms (wall clock).
 
     In a 2-rank DDP job the faster rank then waits for the slower one at every gradient
-    all-reduce: rank 0 computes ~15 ms and waits ~5 ms per iteration (the timeline calibration).
-    Busy time is counted on the thread's CPU clock, so preemption cannot shorten a burst.
+    all-reduce: rank 0 computes 15 ms more than the framework's own work and waits ~5 ms per
+    iteration (the timeline calibration). The busy span is on the wall clock, as the timeline
+    is: a preempted busy loop still spans its 15 ms.
     """
     import torch
     from torch import nn
@@ -249,8 +250,8 @@ def paced(busy_ms=(15.0, 20.0), batch_size: int = 4):
             self.fc = nn.Linear(4, 2)
 
         def forward(self, x):
-            stop = time.thread_time() + busy_s
-            while time.thread_time() < stop:
+            stop = time.monotonic() + busy_s
+            while time.monotonic() < stop:
                 pass
             return self.fc(x)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
 import time
 from array import array
 from pathlib import Path
@@ -58,13 +59,14 @@ def allocated_bytes_reader(device: str = "cpu", index: int = 0) -> tuple[Optiona
     return in_use, "glibc mallinfo2 (uordblks + hblkhd)"
 
 
-def schedstat(pid: int | str = "self") -> tuple[int, int]:
-    """``(cpu_ns, wait_ns)`` summed over the process's threads: time on a CPU and time runnable
-    but waiting for one (``/proc/<pid>/task/*/schedstat``); (0, 0) where unreadable."""
+def schedstat(pid: int | str = "self", tid: Optional[int] = None) -> tuple[int, int]:
+    """``(cpu_ns, wait_ns)``: time on a CPU and time runnable but waiting for one, summed over
+    the process's threads, or of thread ``tid`` only (``/proc/<pid>/task/*/schedstat``);
+    (0, 0) where unreadable."""
     cpu = wait = 0
     base = Path(f"/proc/{pid}/task")
     try:
-        tasks = list(base.iterdir())
+        tasks = [base / str(tid)] if tid is not None else list(base.iterdir())
     except OSError:
         return 0, 0
     for task in tasks:
@@ -104,7 +106,8 @@ class TimelineRecorder:
         reader, what = allocated_bytes_reader(device, device_index) if memory else (None, "off")
         self._read_memory = reader
         self._last_mem: Optional[int] = None
-        self._sched0: Optional[tuple[int, int, int]] = None
+        self._sched0: Optional[tuple] = None
+        self._main_tid = threading.get_native_id()  # the training thread: the one that computes
         self.meta = {"name": name, "role": role, "warmup": self.warmup, "device": device,
                      "source": "marks", "memory_reader": what, **meta}
 
@@ -119,7 +122,7 @@ class TimelineRecorder:
         now = time.monotonic_ns()
         self.iteration += 1
         if self.iteration == self.warmup:
-            self._sched0 = (*schedstat(), now)
+            self._sched0 = (*schedstat(), *schedstat(tid=self._main_tid), now)
         self._iters.extend((now, 0))
         self.last_grad_ns = None
         self.compute_on(now)
@@ -138,7 +141,7 @@ class TimelineRecorder:
         """Record an iteration (a server's round) whose bounds are known only afterwards."""
         self.iteration += 1
         if self.iteration == self.warmup:
-            self._sched0 = (*schedstat(), start)
+            self._sched0 = (*schedstat(), *schedstat(tid=self._main_tid), start)
         self._iters.extend((start, end))
 
     # ------------------------------------------------------------------ compute runs
@@ -226,8 +229,11 @@ class TimelineRecorder:
         meta = dict(self.meta)
         if self._sched0 is not None:
             cpu, wait = schedstat()
+            main_cpu, main_wait = schedstat(tid=self._main_tid)
             meta["schedstat"] = {"cpu_ns": cpu - self._sched0[0], "wait_ns": wait - self._sched0[1],
-                                 "window_ns": time.monotonic_ns() - self._sched0[2]}
+                                 "main_cpu_ns": main_cpu - self._sched0[2],
+                                 "main_wait_ns": main_wait - self._sched0[3],
+                                 "window_ns": time.monotonic_ns() - self._sched0[4]}
 
         def rows(buf, width):
             return np.frombuffer(buf, dtype=np.int64).reshape(-1, width).copy() if len(buf) else np.zeros((0, width), np.int64)
