@@ -27,15 +27,18 @@ import statistics
 import sys
 import time
 
-DEFAULT_JOBS = ["mlp,bs=64", "resnet,bs=32", "gpt,bs=8", "vgg,bs=32"]
+# the zoo's median job (median estimated step of the source grid: AlexNet at half width on
+# 128x128 images, batch 32, Adam) first, then a few others
+DEFAULT_JOBS = ["alexnet,width=0.5,image_size=128,bs=32,opt=adam", "mlp,bs=64", "resnet,bs=32", "gpt,bs=8"]
 MODES = ("plain", "marks", "profiler")
 
 
-def _parse(job: str) -> tuple[str, dict, int]:
-    name, *pairs = job.split(",")
-    knobs = dict(p.split("=", 1) for p in pairs)
-    bs = int(knobs.pop("bs", 32))
-    return name, {k: (int(v) if v.isdigit() else v) for k, v in knobs.items()}, bs
+def _parse(job: str) -> tuple[str, dict, int, str]:
+    """``MODEL[,knob=v...][,bs=N][,opt=NAME]`` (the job syntax of ``driple colocate``)."""
+    from driple.collect.job import JobSpec
+
+    spec = JobSpec.parse(job)
+    return spec.model, spec.knobs, spec.batch_size or 32, spec.optimizer
 
 
 def _rank(rank: int, world: int, port: int, job: str, rounds: int, window: int, queue) -> None:
@@ -51,7 +54,7 @@ def _rank(rank: int, world: int, port: int, job: str, rounds: int, window: int, 
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    name, knobs, bs = _parse(job)
+    name, knobs, bs, optimizer = _parse(job)
     torch.manual_seed(0)
     wl = build_workload(name, batch_size=bs, **knobs)
     model_a, model_b = wl.model, copy.deepcopy(wl.model)
@@ -60,8 +63,8 @@ def _rank(rank: int, world: int, port: int, job: str, rounds: int, window: int, 
     rec = TimelineRecorder(f"worker{rank}", warmup=0)
     comm = TimedAllReduce(dist.new_group(backend="gloo"), world, rec)
     ddp_b.register_comm_hook(comm, timed_allreduce_hook)
-    opt_a = make_optimizer("sgd", ddp_a.parameters())
-    opt_b = make_optimizer("sgd", ddp_b.parameters())
+    opt_a = make_optimizer(optimizer, ddp_a.parameters())
+    opt_b = make_optimizer(optimizer, ddp_b.parameters())
     inputs, targets = wl.make_batch(bs, generator=torch.Generator().manual_seed(rank))
 
     def step_plain():
