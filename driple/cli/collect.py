@@ -138,6 +138,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--retry-contended", type=float, metavar="PCT",
                        help="also re-run ok jobs measured while other processes used more than PCT %% "
                             "of the host CPU (column host_other_cpu_pct)")
+    sweep.add_argument("--host-lock", metavar="FILE", default=None,
+                       help="hold an exclusive flock on FILE while each job is measured; other work "
+                       "run as `flock FILE command` then never overlaps a measurement")
     sweep.add_argument("--retry-delayed", type=float, metavar="PCT",
                        help="also re-run ok jobs whose ranks waited for a CPU more than PCT %% of the "
                        "measured time (column run_delay_pct): the direct sign that the job was slowed")
@@ -302,7 +305,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            launcher=args.launcher, max_jobs=args.max_jobs,
                            wait_quiet=args.wait_quiet, max_seconds=args.max_seconds,
                            min_iterations=args.min_iterations,
-                           allow_other_hardware=args.allow_other_hardware)
+                           allow_other_hardware=args.allow_other_hardware,
+                           host_lock=args.host_lock)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
               "Run the same command again to continue.", file=sys.stderr)

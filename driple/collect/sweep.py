@@ -20,6 +20,8 @@ one (:meth:`ResultTable.read` keeps the last row per job). Rows of finished jobs
 """
 from __future__ import annotations
 
+import contextlib
+
 import os
 import time
 from pathlib import Path
@@ -162,6 +164,7 @@ def run_sweep(
     max_seconds: float | None = None,
     min_iterations: int | None = None,
     allow_other_hardware: bool = False,
+    host_lock: str | os.PathLike | None = None,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
 
@@ -220,9 +223,10 @@ def run_sweep(
                 counts["waited_s"] = counts.get("waited_s", 0.0) + waited
             bar.set_postfix_str(f"{spec.model} bs={spec.batch_size}", refresh=True)
             try:
-                result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
-                                 launcher=launcher, period_s=period_s, job_id=jid, record=False,
-                                 max_seconds=max_seconds, min_iterations=min_iterations)
+                with holding_host(host_lock):
+                    result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
+                                     launcher=launcher, period_s=period_s, job_id=jid, record=False,
+                                     max_seconds=max_seconds, min_iterations=min_iterations)
             except JobInterrupted as stop:
                 table.append(stop.result.row)
                 counts["failed"] += 1
@@ -235,6 +239,28 @@ def run_sweep(
     finally:
         bar.close()
     return counts
+
+
+@contextlib.contextmanager
+def holding_host(lock_path: str | os.PathLike | None, grace_s: float = 1.0):
+    """Hold an exclusive ``flock`` on ``lock_path`` while a job is measured (no-op for None).
+
+    Other work on the same host that takes the same lock (``flock LOCK command``) then never
+    runs during a measurement, and a measurement never starts during it. After releasing, wait
+    ``grace_s`` so that a command already waiting gets its turn before the next job."""
+    if lock_path is None:
+        yield
+        return
+    import fcntl
+
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+    time.sleep(grace_s)
 
 
 def _missing_setting():
