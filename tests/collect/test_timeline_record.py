@@ -129,3 +129,18 @@ def test_profiler_trace_of_cuda_and_nccl_is_labelled_like_cpu_marks():
     assert out["memory_burst_amount"] == pytest.approx(1400.0)
     assert out["memory_burst_duration"] == pytest.approx(0.012)
     assert out["memory_idle_duration"] == pytest.approx(0.008)
+
+
+def test_memory_samples_are_stored_as_lossless_deltas(tmp_path):
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.integers(1, 50_000, 5000))
+    v = 10**9 + np.cumsum(rng.integers(-(1 << 20), 1 << 20, 5000))
+    tl = RankTimeline({"name": "worker0"}, iters=[[0, int(t[-1])]], mem=np.stack([t, v], axis=1))
+    path = save_job_timelines(tmp_path / "m.timeline.npz", {"worker0": tl})
+    with np.load(path) as f:
+        assert "worker0/mem@delta" in f.files and "worker0/mem" not in f.files
+    assert np.array_equal(load_job_timelines(path)["worker0"].mem, tl.mem)
+    # a file written before the delta encoding still reads
+    np.savez_compressed(tmp_path / "old.npz", meta=np.array('{"format": "driple-timeline-1", "ranks": {"worker0": {}}}'),
+                        **{"worker0/mem": tl.mem, "worker0/iters": tl.iters})
+    assert np.array_equal(load_job_timelines(tmp_path / "old.npz")["worker0"].mem, tl.mem)
