@@ -189,6 +189,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="measurement of each job after warm-up, s (default: the grid's, else 10)")
     corun.add_argument("--warmup", type=int, default=None, help="warm-up iterations of every job (default: the grid's, else 5)")
     corun.add_argument("--out", default=None, help="dataset directory (default runs/corun-<setting>)")
+    corun.add_argument("--host-lock", metavar="FILE", default=None,
+                       help="hold an exclusive flock on FILE while each co-run is measured (see sweep --host-lock)")
     corun.add_argument("--timeout", type=float, default=None, help="per-job timeout, s (default 90 + 2 x seconds)")
     corun.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
     corun.add_argument("--min-overlap", type=float, default=None, metavar="S",
@@ -402,6 +404,7 @@ def cmd_corun(args: argparse.Namespace) -> int:
               file=sys.stderr)
     try:
         counts = run_coruns(grid["coruns"], setting, seconds, out, skip_done=bool(args.grid), on_result=show,
+                            host_lock=args.host_lock,
                             timeout=args.timeout, period_s=args.period,
                             min_overlap_s=MIN_OVERLAP_S if args.min_overlap is None else args.min_overlap)
     except CoRunInterrupted as stop:

@@ -580,12 +580,15 @@ def load_corun_grid(path: str | os.PathLike) -> dict:
 
 
 def run_coruns(groups: list[list[JobSpec]], setting, seconds: float, out_dir: str | os.PathLike,
-               *, skip_done: bool = True, on_result=None, **kw) -> dict:
+               *, skip_done: bool = True, on_result=None, host_lock=None, **kw) -> dict:
     """Run co-runs one after another; skip those whose last row is ok (``skip_done``).
 
-    ``on_result(result)`` is called after each; ``kw`` go to :func:`run_corun`. Returns counts
+    ``on_result(result)`` is called after each; ``kw`` go to :func:`run_corun`; ``host_lock``
+    is held during each co-run (:func:`driple.collect.sweep.holding_host`). Returns counts
     ``total``, ``skipped``, ``ok``, ``failed``. Ctrl-C records the running co-run and re-raises.
     """
+    from driple.collect.sweep import holding_host
+
     setting = parse_setting(setting)
     done = CoRunTable(out_dir).done_ids() if skip_done else set()
     counts = {"total": len(groups), "skipped": 0, "ok": 0, "failed": 0}
@@ -593,7 +596,8 @@ def run_coruns(groups: list[list[JobSpec]], setting, seconds: float, out_dir: st
         if corun_id(specs, setting.id, seconds) in done:
             counts["skipped"] += 1
             continue
-        result = run_corun(specs, setting, seconds, out_dir, **kw)
+        with holding_host(host_lock):
+            result = run_corun(specs, setting, seconds, out_dir, **kw)
         counts["ok" if result.ok else "failed"] += 1
         if on_result is not None:
             on_result(result)
