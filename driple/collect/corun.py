@@ -42,6 +42,11 @@ with its work directory on their command line.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing numpy here would cost every import of this module
+    import numpy as np
+
 import hashlib
 import json
 import math

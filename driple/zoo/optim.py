@@ -5,6 +5,11 @@ reading it does not import torch.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing torch here would cost every import of this module
+    import torch
+
 import difflib
 from typing import Iterable
 
