@@ -92,23 +92,28 @@ def busy_per_span(runs: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.n
     return busy, starting_before_end - ended_before_start
 
 
+def _span_curves(mem: np.ndarray, spans: np.ndarray):
+    """``(i, times, values)`` of the step curve ``mem`` (rows ``t, bytes``; a value holds until
+    the next sample) on each span ``i`` that has samples: ``times`` has one more entry than
+    ``values`` (the span's end). Before a first sample inside a span the curve is unknown."""
+    if len(mem) == 0:
+        return
+    mem = mem[np.argsort(mem[:, 0], kind="stable")]
+    t, v = mem[:, 0], mem[:, 1].astype(np.float64)
+    for i, (lo, hi) in enumerate(spans):
+        a = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)  # the sample in force at lo
+        b = int(np.searchsorted(t, hi, side="left"))
+        if b <= a or t[a] >= hi:
+            continue
+        yield i, np.concatenate([[max(t[a], lo)], t[a + 1:b], [hi]]), v[a:b]
+
+
 def memory_per_span(mem: np.ndarray, spans: np.ndarray):
     """``(peak bytes, low bytes, ns above the midpoint)`` of each span of a step curve
     (``mem`` rows ``t, bytes``; the value holds until the next sample); NaN without samples."""
     n = len(spans)
     peak, low, above = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    if len(mem) == 0:
-        return peak, low, above
-    mem = mem[np.argsort(mem[:, 0], kind="stable")]
-    t, v = mem[:, 0], mem[:, 1].astype(np.float64)
-    for i, (lo, hi) in enumerate(spans):
-        a = np.searchsorted(t, lo, side="right") - 1  # the sample in force at lo
-        b = np.searchsorted(t, hi, side="left")
-        a = max(a, 0)
-        if b <= a or t[a] >= hi:
-            continue
-        times = np.concatenate([[max(t[a], lo)], t[a + 1:b], [hi]])
-        vals = v[a:b]  # before a first sample inside the span the curve is unknown
+    for i, times, vals in _span_curves(mem, spans):
         dur = np.diff(times).astype(np.float64)
         peak[i], low[i] = vals.max(), vals.min()
         mid = (peak[i] + low[i]) / 2
@@ -120,21 +125,11 @@ def memory_burst_runs(mem: np.ndarray, spans: np.ndarray) -> np.ndarray:
     """``[m, 2]`` intervals in which allocated bytes are above their iteration's midpoint (the
     memory bursts that :func:`memory_per_span` times), for drawing."""
     out = []
-    if len(mem) == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    mem = mem[np.argsort(mem[:, 0], kind="stable")]
-    t, v = mem[:, 0], mem[:, 1]
-    for lo, hi in spans:
-        a = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
-        b = int(np.searchsorted(t, hi, side="left"))
-        if b <= a or t[a] >= hi:
-            continue
-        times = np.concatenate([[max(t[a], lo)], t[a + 1:b], [hi]])
-        vals = v[a:b]
+    for _, times, vals in _span_curves(mem, spans):
         mid = (vals.max() + vals.min()) / 2
         if vals.max() > vals.min():
             out += [(times[k], times[k + 1]) for k in np.flatnonzero(vals > mid)]
-    return union(out)
+    return union(np.array(out, dtype=np.int64).reshape(-1, 2))
 
 
 def mean_over_runs(runs: np.ndarray, t_end_ns: np.ndarray, values: np.ndarray) -> float:
