@@ -579,7 +579,7 @@ def main(argv=None) -> int:
     ctx = Context(args)
     try:
         if not args.report:
-            from driple.inspector.estimators import make_estimator
+            from driple.inspector.estimator_registry import make_estimator
 
             for name in args.estimators:
                 make_estimator(name)  # unknown names fail before any work

@@ -223,7 +223,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.estimators import estimator_names
+    from driple.inspector.estimator_registry import estimator_names
     from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
     from driple.inspector.noise import noise_floor, retest_dir
 

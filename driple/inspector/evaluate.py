@@ -36,8 +36,9 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from driple.errors import DripleError
+from driple.inspector.estimator_registry import make_estimator
 from driple.inspector.estimators import (CheckpointEstimator, Estimator, GNNEstimator,
-                                         TransferEstimator, make_estimator, recorded_options)
+                                         TransferEstimator, recorded_options)
 from driple.inspector.jobs import job_table
 from driple.inspector.noise import floor_check
 from driple.inspector.scores import score_table

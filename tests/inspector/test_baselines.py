@@ -5,8 +5,9 @@ import pytest
 from driple.errors import DripleError
 from driple.inspector.baselines import (HGBBaseline, JobRows, MeanBaseline, NearestArchitecture,
                                         job_rows)
-from driple.inspector.estimators import (Estimator, estimator_names, make_estimator,
-                                         register_estimator, unregister_estimator)
+from driple.inspector.estimator_registry import (estimator_names, make_estimator,
+                                                 register_estimator, unregister_estimator)
+from driple.inspector.estimators import Estimator
 
 
 def rows(attrs, optimizers, models, y=None, batch=None):

@@ -5,7 +5,8 @@ import pytest
 
 from driple.errors import DripleError
 from driple.inspector.dataset import InspectorDataset
-from driple.inspector.estimators import Estimator, make_estimator, positions
+from driple.inspector.estimator_registry import make_estimator
+from driple.inspector.estimators import Estimator, positions
 from driple.inspector.evaluate import (evaluate, format_report, plot_predictions, run_folds,
                                        source_split_for, to_json, win_counts)
 from driple.inspector.jobs import job_table
