@@ -398,6 +398,7 @@ def _report_retest(retest) -> list[str]:
 
 
 def _report_accuracy(acc) -> list[str]:
+    from driple.inspector.evaluate import ratio_text
     from driple.metrics import resource_names
 
     lines = ["## Accuracy on held-out jobs", "",
@@ -436,7 +437,7 @@ def _report_accuracy(acc) -> list[str]:
                     row += " | ".join(cells) + f" | {best} |"
                     if floor:
                         fl = floor.get(t) or {}
-                        row += (f" {fl['ratio']:.1f}x{'' if fl['within'] else ' **over 2x**'} |"
+                        row += (f" {ratio_text(fl['ratio'])}{'' if fl['within'] else ' **over 2x**'} |"
                                 if fl.get("ratio") is not None else " - |")
                     lines.append(row)
                 mean = [rep["scores"][m]["mean"][key] for m in rep["estimators"]]

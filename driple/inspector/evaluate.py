@@ -355,13 +355,18 @@ def format_table(report: dict, key: str = "nrmse") -> list[str]:
         best = min(known, key=known.get) if known else "-"
         row += f"   {best:{max(4, width - 1)}s}"
         if has_floor and check and check["ratio"] is not None:
-            row += f" {check['ratio']:5.1f}x {'ok' if check['within'] else 'over 2x'}"
+            row += f" {ratio_text(check['ratio']):>6s} {'ok' if check['within'] else 'over 2x'}"
         lines.append(row)
     mean = f"{'mean over targets':28s}" + (cell(None) if has_floor else "")
     lines.append(mean + "".join(cell(report["scores"][m]["mean"][key]) for m in models))
     wins = f"{'targets won':28s}" + (f"{'':>{width}s}" if has_floor else "")
     lines.append(wins + "".join(f"{report['wins'][key][m]:>{width}d}" for m in models))
     return lines
+
+
+def ratio_text(ratio: float) -> str:
+    """``2.1x``; ``>100x`` for a floor so small (an exact label) that the ratio says nothing more."""
+    return ">100x" if ratio > 100 else f"{ratio:.1f}x"
 
 
 def format_report(report: dict) -> str:
