@@ -26,8 +26,8 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
 - ``transfer``: per target setting, fine-tuning (paper scheme; MLP only) vs training from
   scratch at fractions of the target's training jobs; the source retrained without the
   target's test architectures (unless ``--no-retrain-source``).
-- ``design``: grouping policy and repetitions K of the shared layer on the source setting;
-  chosen on validation NRMSE, test NRMSE reported beside it.
+- ``design``: grouping policy, repetitions K of the shared layer and target scaling on the
+  source setting; chosen on validation NRMSE, test NRMSE reported beside it.
 
 The report (``results.md`` beside the JSON files) holds the tables the README quotes.
 Datasets are ``<datasets-dir>/<setting>``; with ``--work-dir`` their ``results.csv`` is copied
@@ -320,6 +320,8 @@ def section_transfer(ctx: Context) -> None:
 
 
 def section_design(ctx: Context) -> None:
+    from dataclasses import replace
+
     from driple.inspector.estimators import recorded_options
     from driple.inspector.splits import random_split
     from driple.inspector.train import train_inspector
@@ -330,25 +332,29 @@ def section_design(ctx: Context) -> None:
     options = recorded_options(shipped, ctx.overrides())
     base = shipped.model.config()
     builder = shipped.build_options()
+    grouping, scaling = builder.get("grouping", "uniform"), options.target_scaling
     rows = (ctx.load("design") or {}).get("rows", []) if a.keep else []
-    runs = [("grouping", g, base["num_repeats"]) for g in a.groupings]
-    runs += [("K", builder.get("grouping", "uniform"), k) for k in a.repeats if k != base["num_repeats"]]
-    for study, grouping, k in runs:
-        ds = ctx.dataset(source_name, {**builder, "grouping": grouping})
+    runs = [("grouping", g, base["num_repeats"], scaling) for g in a.groupings]
+    runs += [("K", grouping, k, scaling) for k in a.repeats if k != base["num_repeats"]]
+    runs += [("scaling", grouping, base["num_repeats"], s) for s in a.scalings if s != scaling]
+    for study, grouping_, k, scaling_ in runs:
+        ds = ctx.dataset(source_name, {**builder, "grouping": grouping_})
         split = random_split(ds, seed=options.seed)
         t0 = time.perf_counter()
         model = train_inspector(ds, split, hidden_channels=base["hidden_channels"], num_repeats=k,
-                                graph_attr=bool(base.get("graph_channels")), options=options,
-                                progress=not a.quiet)
+                                graph_attr=bool(base.get("graph_channels")),
+                                options=replace(options, target_scaling=scaling_), progress=not a.quiet)
         val, test = model.info["scores"]["val"]["mean"], model.info["scores"]["test"]["mean"]
         nodes = float(np.mean([ds[i].num_nodes for i in range(len(ds))]))
-        rows = [r for r in rows if (r["study"], r["grouping"], r["K"]) != (study, grouping, k)]
-        rows.append({"study": study, "grouping": grouping, "K": k, "val_nrmse": val["nrmse"],
-                     "nrmse": test["nrmse"], "mape": test["mape"], "seconds": time.perf_counter() - t0,
-                     "mean_nodes": nodes, "n_val": len(split.val), "n_test": len(split.test)})
-        _say(f"design {study}: grouping {grouping} K {k}: validation NRMSE {val['nrmse']:.3f}, test "
-             f"NRMSE {test['nrmse']:.3f} MAPE {test['mape']:.0f}% ({nodes:.0f} nodes per graph, "
-             f"{rows[-1]['seconds']:.0f} s)")
+        key = (study, grouping_, k, scaling_)
+        rows = [r for r in rows if (r["study"], r["grouping"], r["K"], r.get("scaling")) != key]
+        rows.append({"study": study, "grouping": grouping_, "K": k, "scaling": scaling_,
+                     "val_nrmse": val["nrmse"], "nrmse": test["nrmse"], "mape": test["mape"],
+                     "seconds": time.perf_counter() - t0, "mean_nodes": nodes,
+                     "n_val": len(split.val), "n_test": len(split.test)})
+        _say(f"design {study}: grouping {grouping_} K {k} scaling {scaling_}: validation NRMSE "
+             f"{val['nrmse']:.3f}, test NRMSE {test['nrmse']:.3f} MAPE {test['mape']:.0f}% "
+             f"({nodes:.0f} nodes per graph, {rows[-1]['seconds']:.0f} s)")
         ctx.save("design", {"source": source_name, "rows": rows})
 
 
@@ -505,11 +511,13 @@ def _report_design(design) -> list[str]:
     best = min((r for r in rows if r.get("val_nrmse") is not None), key=lambda r: r["val_nrmse"], default=None)
     lines = [f"## Design study on {design['source']} (random split by architecture)", "",
              "Chosen on validation NRMSE; the test NRMSE is reported, not used to choose.", "",
-             "| study | grouping | K | nodes per graph | validation NRMSE | test NRMSE | test MAPE | train s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| study | grouping | K | target scaling | nodes per graph | validation NRMSE | test NRMSE "
+             "| test MAPE | train s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        mark = " (chosen)" if r is best else ""
-        lines.append(f"| {r['study']} | {r['grouping']} | {r['K']}{mark} | {r['mean_nodes']:.0f} | "
+        mark = " **(chosen)**" if r is best else ""
+        lines.append(f"| {r['study']}{mark} | {r['grouping']} | {r['K']} | {r.get('scaling', '-')} | "
+                     f"{r['mean_nodes']:.0f} | "
                      f"{_f(r.get('val_nrmse'))} | {_f(r['nrmse'])} | {_f(r['mape'], True)} | {r['seconds']:.0f} |")
     return lines + [""]
 
@@ -559,6 +567,8 @@ def main(argv=None) -> int:
                    help="grouping policies of the design study (default uniform proportional; "
                    "'none' keeps every op as a node: ~6-30x the training cost)")
     p.add_argument("--repeats", type=int, nargs="+", default=[5, 10, 20])
+    p.add_argument("--scalings", nargs="+", default=["max", "log"], choices=["max", "standard", "log"],
+                   help="design: target scalings compared on validation (default max log)")
     p.add_argument("--keep", action="store_true",
                    help="design: keep the rows of an earlier run that this run does not redo")
     p.add_argument("--epochs", type=int, default=None,

@@ -102,11 +102,8 @@ class GNNEstimator(Estimator):
     def from_checkpoint(cls, trained, options=None, overrides: Optional[dict] = None, **kwargs):
         """The configuration and training options recorded in ``trained`` (a
         :class:`~driple.inspector.checkpoint.TrainedInspector`), ``overrides`` applied."""
-        config = trained.model.config()
-        model_kwargs = {k: config[k] for k in ("hidden_channels", "num_repeats", "set2set_steps",
-                                               "dropout") if k in config}
-        model_kwargs["graph_attr"] = bool(config.get("graph_channels"))
-        return cls(options=options or recorded_options(trained, overrides), **model_kwargs, **kwargs)
+        return cls(options=options or recorded_options(trained, overrides),
+                   **training_kwargs(trained.model.config()), **kwargs)
 
     def fit(self, dataset, train, val) -> "GNNEstimator":
         from driple.inspector.train import train_inspector
@@ -189,6 +186,29 @@ class TransferEstimator(Estimator):
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.inspector_.predict(graphs_of(dataset, idx))
+
+
+#: Model config entries that follow from the data or the run, not given to ``train_inspector``.
+DERIVED_CONFIG = ("in_channels", "out_channels", "tuned_from", "graph_channels")
+
+
+def training_kwargs(config: dict) -> dict:
+    """``train_inspector`` keyword arguments that rebuild a model of ``config`` (its
+    ``model.config()``). A config entry that ``train_inspector`` does not take is refused
+    rather than dropped: retraining would silently build another model."""
+    import inspect
+
+    from driple.inspector.train import train_inspector
+
+    accepted = set(inspect.signature(train_inspector).parameters)
+    kwargs = {k: v for k, v in config.items() if k in accepted}
+    if "graph_attr" in accepted and "graph_attr" not in kwargs:
+        kwargs["graph_attr"] = bool(config.get("graph_channels"))
+    unknown = sorted(set(config) - set(kwargs) - set(DERIVED_CONFIG))
+    if unknown:
+        raise DripleError(f"cannot retrain this inspector: train_inspector takes no "
+                          f"{', '.join(unknown)} (entries of its model configuration)")
+    return kwargs
 
 
 def recorded_options(trained, overrides: Optional[dict] = None):

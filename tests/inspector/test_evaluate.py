@@ -194,3 +194,15 @@ def test_plot(tmp_path, dataset, trained):
     path = plot_predictions(report, str(tmp_path / "scatter.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_retraining_rebuilds_the_checkpoint_configuration_or_refuses():
+    from driple.inspector.estimators import training_kwargs
+
+    config = {"in_channels": 3, "hidden_channels": 8, "out_channels": 12, "num_repeats": 2,
+              "set2set_steps": 3, "dropout": 0.0, "tuned_from": None, "graph_channels": 6}
+    assert training_kwargs(config) == {"hidden_channels": 8, "num_repeats": 2, "set2set_steps": 3,
+                                       "dropout": 0.0, "graph_attr": True}
+    assert training_kwargs({**config, "graph_channels": 0})["graph_attr"] is False
+    with pytest.raises(DripleError, match="takes no prior_width"):
+        training_kwargs({**config, "prior_width": 4})  # a model train_inspector cannot build
