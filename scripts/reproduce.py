@@ -18,7 +18,9 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
 - ``accuracy``: per setting, every estimator (the shipped inspector's configuration, the
   baselines ``mean``, ``hgb``, ``knn``, the paper's ``gnn`` and any registered one) fitted on
   the same folds (:func:`driple.inspector.evaluate.evaluate` — what ``driple evaluate`` runs):
-  a random split by architecture, retrained (``--retrain``), and leave-one-family-out; per
+  a random split by architecture with the inspector's configuration trained on it (``driple
+  evaluate --retrain``: it does not depend on the shipped weights, so it runs on datasets not
+  shipped yet), and leave-one-family-out; per
   target NRMSE and MAPE beside the noise floor; interval coverage of each estimator on the
   test jobs, calibrated on the calibration jobs only. A transferred inspector's source is
   retrained per fold without what the fold holds out (``--no-retrain-source``: kept, and
