@@ -65,6 +65,7 @@ class Context:
         self.out = os.path.abspath(args.out) if args.out else os.path.join(self.models, "evaluation")
         self.work = os.path.abspath(args.work_dir) if args.work_dir else None
         self.cache: dict = {}  # trainings shared between settings (a source's family folds)
+        self.copied: set = set()  # settings copied to the work dir in this run (one snapshot each)
 
     def dataset_dir(self, setting: str) -> str:
         return os.path.join(self.datasets, setting)
@@ -81,10 +82,12 @@ class Context:
         graph_cache = self.args.graph_cache
         if self.work:
             copy = os.path.join(self.work, "datasets", setting)
-            os.makedirs(copy, exist_ok=True)
-            for name in ("results.csv", "provenance.json"):
-                if os.path.exists(os.path.join(root, name)):
-                    shutil.copy2(os.path.join(root, name), os.path.join(copy, name))
+            if setting not in self.copied:  # a dataset still being written: one snapshot per run
+                os.makedirs(copy, exist_ok=True)
+                for name in ("results.csv", "provenance.json"):
+                    if os.path.exists(os.path.join(root, name)):
+                        shutil.copy2(os.path.join(root, name), os.path.join(copy, name))
+                self.copied.add(setting)
             root = copy
             graph_cache = graph_cache or os.path.join(self.work, "datasets", ".graph-cache")
         return InspectorDataset(root, groups=builder.get("groups", 100),

@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from driple.errors import DripleError
+from driple.inspector.splits import Split
 
 
 class Estimator:
@@ -53,9 +54,8 @@ def graphs_of(dataset, idx: Optional[Sequence[int]]) -> list:
     return [dataset[i] for i in positions(dataset, idx)]
 
 
-def _fit_split(train: Sequence[int], val: Sequence[int]):
-    from driple.inspector.splits import Split
-
+def _fit_split(train: Sequence[int], val: Sequence[int]) -> Split:
+    """The split a training function is given: train and val only (nothing to score on)."""
     return Split("fit", train=[int(i) for i in train], val=[int(i) for i in val], test=[])
 
 
