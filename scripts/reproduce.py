@@ -1,51 +1,149 @@
 #!/usr/bin/env python
-"""Regenerate the README's results from the shipped files only (datasets/ and trained_models/).
+"""Regenerate the README's results from datasets and the shipped inspectors (their configurations).
 
-    python scripts/reproduce.py                         # every section, then the report
-    python scripts/reproduce.py --sections accuracy     # one section (sections can run in
-    python scripts/reproduce.py --sections transfer     #  parallel processes; each writes
-    python scripts/reproduce.py --report                #  its JSON, --report merges them)
+    python scripts/reproduce.py                          # every section, then the report
+    python scripts/reproduce.py --sections accuracy      # one section; sections can run in
+    python scripts/reproduce.py --sections transfer      #  separate processes: each writes
+    python scripts/reproduce.py --report                 #  its JSON, --report merges them
+    python scripts/reproduce.py --datasets-dir /copy/of/data --work-dir /tmp/w --out /tmp/w/eval
 
-``--settings A B`` re-runs accuracy/transfer for those settings only and keeps the others'
-entries; ``--keep`` keeps design rows that a run does not redo.
+Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/evaluation`` unless
+``--out`` says otherwise):
 
-Sections (each writes trained_models/evaluation/<section>.json):
-
-- ``labels``: relabel every shipped job from its raw series; the labels must be identical.
-- ``retest``: the test-retest jobs against their first measurement: spread per metric.
-- ``accuracy``: per shipped setting, NRMSE and MAPE on held-out jobs of the inspector, the
-  training mean and GBR on graph-level features; random split (the shipped inspector's own
-  test jobs) and leave-one-family-out (a model retrained per held-out family).
-- ``transfer``: per target setting, transfer (paper scheme; MLP only) vs training from scratch
-  at fractions of the target's training jobs: NRMSE and training time.
-- ``design``: the paper's design study on the source setting: grouping policy (none /
-  uniform / proportional) and the number K of repetitions of the shared layer.
+- ``labels``: relabel every dataset's jobs from their raw files with both labellers
+  (``driple collect relabel --labeller timeline|kmeans``): are the table's labels reproduced?
+- ``retest``: per setting with a ``<setting>-retest`` dataset, both labellers: test-retest
+  difference per label (the agreement rule of :mod:`driple.collect.retest`), worker agreement,
+  and the noise floor (:mod:`driple.inspector.noise`).
+- ``accuracy``: per setting, every estimator (the shipped inspector's configuration, the
+  baselines ``mean``, ``hgb``, ``knn``, the paper's ``gnn`` and any registered one) fitted on
+  the same folds (:func:`driple.inspector.evaluate.evaluate` — what ``driple evaluate`` runs):
+  a random split by architecture with the inspector's configuration trained on it (``driple
+  evaluate --retrain``: it does not depend on the shipped weights, so it runs on datasets not
+  shipped yet), and leave-one-family-out; per
+  target NRMSE and MAPE beside the noise floor; interval coverage of each estimator on the
+  test jobs, calibrated on the calibration jobs only. A transferred inspector's source is
+  retrained per fold without what the fold holds out (``--no-retrain-source``: kept, and
+  labelled "family seen in source").
+- ``transfer``: per target setting, fine-tuning (paper scheme; MLP only) vs training from
+  scratch at fractions of the target's training jobs; the source retrained without the
+  target's test architectures (unless ``--no-retrain-source``).
+- ``design``: grouping policy, repetitions K of the shared layer and target scaling on the
+  source setting; chosen on validation NRMSE, test NRMSE reported beside it.
 
 The report (``results.md`` beside the JSON files) holds the tables the README quotes.
+Datasets are ``<datasets-dir>/<setting>``; with ``--work-dir`` their ``results.csv`` is copied
+there first and the graphs are built there, so the datasets directory is only read.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATASETS = os.path.join(ROOT, "datasets")
-OUT = None  # <models dir>/evaluation, set in main()
 SECTIONS = ("labels", "retest", "accuracy", "transfer", "design")
+LABELLERS = ("timeline", "kmeans")
 PAPER_MEAN_ERROR = {"compute": 11, "memory": 9, "tx": 17, "rx": 15}  # %, Driple Table (GPU)
+RETEST_TOLERANCE = 0.10  # median test-retest difference a label must stay within
 
 
-def _save(section: str, data: dict) -> None:
-    os.makedirs(OUT, exist_ok=True)
-    data = {"section": section, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]), **data}
-    with open(os.path.join(OUT, f"{section}.json"), "w") as f:
-        json.dump(_plain(data), f, indent=2)
+class Context:
+    """Where things are: datasets (read), work dir (graphs), output (JSON, results.md)."""
+
+    def __init__(self, args):
+        from driple.predict.registry import models_dir
+
+        self.args = args
+        self.datasets = os.path.abspath(args.datasets_dir)
+        self.models = os.path.abspath(args.models_dir) if args.models_dir else str(models_dir())
+        self.out = os.path.abspath(args.out) if args.out else os.path.join(self.models, "evaluation")
+        self.work = os.path.abspath(args.work_dir) if args.work_dir else None
+        self.cache: dict = {}  # trainings shared between settings (a source's family folds)
+        self.copied: set = set()  # settings copied to the work dir in this run (one snapshot each)
+
+    def dataset_dir(self, setting: str) -> str:
+        return os.path.join(self.datasets, setting)
+
+    def dataset(self, setting: str, builder: dict):
+        """The inspector dataset of ``setting`` built with ``builder`` options (in the work dir)."""
+        from driple.inspector.dataset import InspectorDataset
+
+        root = self.dataset_dir(setting)
+        if not os.path.exists(os.path.join(root, "results.csv")):
+            from driple.errors import DripleError
+
+            raise DripleError(f"no dataset for {setting} at {root}")
+        graph_cache = self.args.graph_cache
+        if self.work:
+            copy = os.path.join(self.work, "datasets", setting)
+            if setting not in self.copied:  # a dataset still being written: one snapshot per run
+                os.makedirs(copy, exist_ok=True)
+                for name in ("results.csv", "provenance.json"):
+                    if os.path.exists(os.path.join(root, name)):
+                        shutil.copy2(os.path.join(root, name), os.path.join(copy, name))
+                self.copied.add(setting)
+            root = copy
+            graph_cache = graph_cache or os.path.join(self.work, "datasets", ".graph-cache")
+        return InspectorDataset(root, groups=builder.get("groups", 100),
+                                grouping=builder.get("grouping", "uniform"),
+                                features=builder.get("features", "driple"),
+                                seed=builder.get("seed", 42), workers=self.args.build_workers,
+                                graph_cache=graph_cache, progress=not self.args.quiet)
+
+    def inspector(self, setting: str):
+        from driple.inspector.checkpoint import load_inspector
+        from driple.predict.registry import resolve
+
+        path, _ = resolve(setting, root=self._root())
+        return load_inspector(str(path))
+
+    def settings(self) -> list[str]:
+        """Settings with a shipped inspector and a dataset (``--settings`` limits them)."""
+        from driple.predict.registry import list_settings
+
+        shipped = [e["setting"] for e in list_settings(self._root())]
+        chosen = self.args.settings or shipped
+        return [s for s in chosen if os.path.exists(os.path.join(self.dataset_dir(s), "results.csv"))]
+
+    def source_setting(self) -> str:
+        from driple.predict.registry import load_registry
+
+        return load_registry(self._root()).get("default")
+
+    def _root(self):
+        from pathlib import Path
+
+        return Path(self.models)
+
+    def save(self, section: str, data: dict) -> None:
+        os.makedirs(self.out, exist_ok=True)
+        data = {"section": section, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),
+                "datasets": self.datasets, **data}
+        with open(os.path.join(self.out, f"{section}.json"), "w") as f:
+            json.dump(_plain(data), f, indent=2)
+
+    def load(self, section: str):
+        path = os.path.join(self.out, f"{section}.json")
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    def kept(self, section: str, key: str) -> dict:
+        """Entries of an earlier run of ``section`` that this run does not redo (``--settings``)."""
+        if not self.args.settings:
+            return {}
+        return {k: v for k, v in ((self.load(section) or {}).get(key) or {}).items()
+                if k not in self.args.settings}
+
+    def overrides(self) -> dict:
+        a = self.args
+        return {k: v for k, v in (("epochs", a.epochs), ("patience", a.patience),
+                                  ("target_scaling", a.target_scaling)) if v is not None}
 
 
 def _plain(obj):
@@ -57,260 +155,389 @@ def _plain(obj):
         return None if not np.isfinite(obj) else float(obj)
     if isinstance(obj, np.integer):
         return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
     if isinstance(obj, np.ndarray):
         return _plain(obj.tolist())
     return obj
 
 
-def _datasets() -> list[str]:
-    from driple.predict.registry import list_settings
-
-    return [e["setting"] for e in list_settings()]
-
-
-def _dataset(setting, builder, workers=2):
-    from driple.inspector.dataset import InspectorDataset
-
-    return InspectorDataset(os.path.join(DATASETS, setting), groups=builder.get("groups", 100),
-                            grouping=builder.get("grouping", "uniform"),
-                            features=builder.get("features", "driple"), workers=workers)
+def _say(text: str) -> None:
+    print(text, flush=True)
 
 
 # ---------------------------------------------------------------------- sections
-def section_labels(args) -> None:
+def section_labels(ctx: Context) -> None:
     from driple.collect.relabel import check_dataset
 
     out = {}
-    for name in sorted(os.listdir(DATASETS)):
-        if os.path.exists(os.path.join(DATASETS, name, "results.csv")):
-            r = check_dataset(os.path.join(DATASETS, name), progress=not args.quiet)
-            out[name] = {"jobs": r["jobs"], "identical": r["identical"],
-                         "mismatched": len(r["mismatched"]), "errors": len(r["errors"])}
-            print(f"labels {name}: {r['identical']} of {r['jobs']} identical", flush=True)
-    _save("labels", {"datasets": out})
+    for name in sorted(os.listdir(ctx.datasets)):
+        path = os.path.join(ctx.datasets, name)
+        if not os.path.exists(os.path.join(path, "results.csv")):
+            continue
+        if ctx.args.settings and name not in ctx.args.settings:
+            continue
+        out[name] = {}
+        for labeller in LABELLERS:
+            r = check_dataset(path, progress=not ctx.args.quiet, labeller=labeller)
+            out[name][labeller] = {"jobs": r["jobs"], "identical": r["identical"],
+                                   "mismatched": len(r["mismatched"]), "errors": len(r["errors"]),
+                                   "first_error": next(iter(r["errors"].values()), None)}
+            _say(f"labels {name} ({labeller}): {r['identical']} of {r['jobs']} identical, "
+                 f"{len(r['errors'])} could not be relabelled")
+    ctx.save("labels", {"datasets": out})
 
 
-def section_retest(args) -> None:
-    from driple.collect.results import load_results
+def section_retest(ctx: Context) -> None:
+    from driple.collect.retest import retest_table, worker_table
+    from driple.inspector.noise import noise_floor, retest_dir
     from driple.metrics import METRICS
 
-    if not os.path.exists(os.path.join(DATASETS, "cpu-ddp-w2-lo-retest", "results.csv")):
-        print("retest: no datasets/cpu-ddp-w2-lo-retest; skipped", flush=True)
-        return
-    first = load_results(os.path.join(DATASETS, "cpu-ddp-w2-lo")).set_index("job_id")
-    again = load_results(os.path.join(DATASETS, "cpu-ddp-w2-lo-retest")).set_index("job_id")
-    again = again[again["status"] == "ok"]
-    jobs = [j for j in again.index if j in first.index and first.loc[j, "status"] == "ok"]
-    a = first.loc[jobs, list(METRICS)].astype(float).to_numpy()
-    b = again.loc[jobs, list(METRICS)].astype(float).to_numpy()
-    rel = np.abs(a - b) / np.maximum((np.abs(a) + np.abs(b)) / 2, 1e-12)
-    mean = (a + b) / 2
-    # the NRMSE a perfect predictor of the first measurement would score against the second
-    nrmse = np.sqrt(np.nanmean((a - b) ** 2, axis=0)) / np.abs(np.nanmean(mean, axis=0))
-    table = {m: {"median_rel_diff": float(np.nanmedian(rel[:, j])),
-                 "max_rel_diff": float(np.nanmax(rel[:, j])), "nrmse": float(nrmse[j])}
-             for j, m in enumerate(METRICS)}
-    table["mean"] = {"median_rel_diff": float(np.nanmean([table[m]["median_rel_diff"] for m in METRICS])),
-                     "nrmse": float(np.nanmean(nrmse))}
-    contention = {"first": first.loc[jobs, "host_other_cpu_pct"].astype(float).tolist(),
-                  "again": again.loc[jobs, "host_other_cpu_pct"].astype(float).tolist()}
-    print(f"retest: {len(jobs)} jobs, mean NRMSE between the two measurements "
-          f"{table['mean']['nrmse']:.3f}", flush=True)
-    _save("retest", {"jobs": jobs, "metrics": table, "host_other_cpu_pct": contention})
+    out = ctx.kept("retest", "settings")
+    names = [n for n in sorted(os.listdir(ctx.datasets)) if not n.endswith("-retest")]
+    for setting in names:
+        first = ctx.dataset_dir(setting)
+        again = retest_dir(first)
+        if again is None or (ctx.args.settings and setting not in ctx.args.settings):
+            continue
+        entry = {"retest": again}
+        for labeller in LABELLERS:
+            columns = [*METRICS, "step_time"] if labeller == "timeline" else [f"kmeans_{m}" for m in METRICS]
+            table = retest_table(first, again, labeller)
+            workers = worker_table(first, labeller)
+            floor = noise_floor(first, again, columns)
+            entry[labeller] = {"jobs": table["jobs"], "retest": table["labels"],
+                               "workers": workers["labels"], "worker_jobs": workers["jobs"],
+                               "floor": floor["labels"]}
+            ok = [c for c, v in table["labels"].items() if v.get("n") and v["median_diff"] <= RETEST_TOLERANCE]
+            _say(f"retest {setting} ({labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
+                 f"{len(table['labels'])} labels within {RETEST_TOLERANCE:.0%} median difference")
+        out[setting] = entry
+    ctx.save("retest", {"settings": out, "tolerance": RETEST_TOLERANCE})
 
 
-def section_accuracy(args) -> None:
-    from driple.inspector.evaluate import evaluate
-    from driple.predict.predictor import Predictor
+def _coverage(report: dict, nominal: float) -> dict:
+    """Per estimator: conformal intervals fitted on each fold's calibration jobs, coverage
+    measured on its test jobs (pooled over folds)."""
+    from driple.errors import DripleError
+    from driple.predict.intervals import ConformalIntervals, coverage
 
-    from driple.predict.registry import load_registry
+    names = report["targets"]
+    out = {}
+    for name in report["estimators"]:
+        inside, total = [], []
+        try:
+            for fold in report["folds"]:
+                ints = ConformalIntervals(coverage=nominal, names=names).fit(
+                    fold["calibration_measured"], np.clip(fold["calibration_predictions"][name], 0, None))
+                low, high = ints.interval(np.clip(fold["predictions"][name], 0, None))
+                y = fold["measured"]
+                ok = np.isfinite(y)
+                inside.append(np.where(ok, (y >= low) & (y <= high), False).sum(0))
+                total.append(ok.sum(0))
+        except DripleError as err:  # too few calibration jobs
+            out[name] = {"error": str(err)}
+            continue
+        per = np.sum(inside, 0) / np.maximum(np.sum(total, 0), 1)
+        cov = {m: float(v) for m, v in zip(names, per)}
+        cov["mean"] = float(np.mean(per))
+        cov["nominal"] = nominal
+        out[name] = cov
+    return out
 
-    source_name = load_registry().get("default")
-    out = _kept("accuracy", "settings", args.settings)
-    for setting in args.settings or _datasets():
-        inspector = Predictor.load(setting).inspector
-        source = Predictor.load(source_name).inspector if setting != source_name else None
-        ds = _dataset(setting, inspector.info.get("builder", {}))
-        res = {}
-        for split in ("random", "family"):
+
+def section_accuracy(ctx: Context) -> None:
+    from driple.inspector.evaluate import evaluate, format_report, to_json
+    from driple.inspector.noise import noise_floor, retest_dir
+
+    a = ctx.args
+    source_name = ctx.source_setting()
+    out = ctx.kept("accuracy", "settings")
+    settings = ctx.settings()
+    settings.sort(key=lambda s: s != source_name)  # the source first: its family folds are cached
+    for setting in settings:
+        inspector = ctx.inspector(setting)
+        ds = ctx.dataset(setting, inspector.build_options())
+        transfer = inspector.info.get("transfer")
+        source = source_ds = None
+        if transfer:
+            source = ctx.inspector(transfer["from_setting"])
+            if not a.no_retrain_source:
+                source_ds = ctx.dataset(transfer["from_setting"], source.build_options())
+        retest = retest_dir(ctx.dataset_dir(setting))
+        floor = noise_floor(ctx.dataset_dir(setting), retest, ds.target_names) if retest else None
+        entry = {"jobs": len(ds), "cpu_model": _cpu_model(ds), "retest": retest}
+        for split in a.splits:
             t0 = time.perf_counter()
-            report = evaluate(inspector, ds, split=split, baselines=("mean", "gbr"),
-                              progress=not args.quiet, overrides=_overrides(args),
-                              finetune_from=source)
-            res[split] = {"scores": report["scores"], "seconds": time.perf_counter() - t0,
-                          "folds": [{"held_out": f.get("held_out"), "n_test": f.get("n_test"),
-                                     "scores": {k: v["mean"] for k, v in f["scores"].items()}}
-                                    for f in report.get("folds", [])],
-                          "n_test": sum(f.get("n_test", 0) for f in report.get("folds", []))}
-            s = report["scores"]
-            print(f"accuracy {setting} {split}: NRMSE inspector {s['inspector']['mean']['nrmse']:.3f} "
-                  f"mean {s['mean']['mean']['nrmse']:.3f} gbr {s['gbr']['mean']['nrmse']:.3f}",
-                  flush=True)
-        out[setting] = {"jobs": len(ds), **res}
-        _save("accuracy", {"settings": out})
+            report = evaluate(inspector, ds, split=split, baselines=a.estimators,
+                              progress=not a.quiet, families=a.families if split == "family" else None,
+                              overrides=ctx.overrides(), source=source, source_dataset=source_ds,
+                              retrain_source=bool(transfer) and not a.no_retrain_source,
+                              floor=floor, cache=ctx.cache, retrain=True)
+            entry[split] = {**to_json(report), "coverage": _coverage(report, a.coverage),
+                            "seconds": time.perf_counter() - t0}
+            _say(format_report(report))
+            _say(f"accuracy {setting} {split}: {time.perf_counter() - t0:.0f} s\n")
+        out[setting] = entry
+        ctx.save("accuracy", {"settings": out, "source": source_name,
+                              "command_of_a_row": "driple evaluate <models>/<setting> --split <split> "
+                                                  "--retrain [--retrain-source] --estimators "
+                                                  + ",".join(a.estimators)})
 
 
-def _kept(section: str, key: str, only) -> dict:
-    """Entries of an earlier run of ``section`` to keep when only some settings are re-run."""
-    if not only:
-        return {}
-    return {k: v for k, v in ((_load(section) or {}).get(key) or {}).items() if k not in only}
+def _cpu_model(ds) -> str | None:
+    if "cpu_model" not in ds.frame:
+        return None
+    models = sorted(set(ds.frame["cpu_model"].dropna().astype(str)))
+    return ", ".join(models) if models else None
 
 
-def _overrides(args) -> dict:
-    return {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience),
-                              ("target_scaling", args.target_scaling)) if v is not None}
-
-
-def section_transfer(args) -> None:
+def section_transfer(ctx: Context) -> None:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from transfer_study import run_study, summarize
 
-    from driple.inspector.train import TrainOptions
-    from driple.predict.predictor import Predictor
-    from driple.predict.registry import load_registry
-
-    source_name = load_registry().get("default")
-    source = Predictor.load(source_name).inspector
-    known = {k: v for k, v in source.info.get("training", {}).items()
-             if k in TrainOptions.__dataclass_fields__}
-    options = TrainOptions(**{**known, **_overrides(args)})
-    out = _kept("transfer", "targets", args.settings)
-    for target in args.settings or [s for s in _datasets() if s != source_name]:
-        ds = _dataset(target, source.info.get("builder", {}))
-        rows = run_study(source, ds, args.fractions, ["paper", "mlp", "scratch"], options,
-                         progress=not args.quiet)
-        out[target] = {"rows": rows, "summary": summarize(rows, args.tolerance),
-                       "tolerance": args.tolerance}
-        print("\n".join(out[target]["summary"]), flush=True)
-        _save("transfer", {"source": source_name, "targets": out})
-
-
-def section_design(args) -> None:
+    from driple.inspector.estimators import GNNEstimator, recorded_options
+    from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split
-    from driple.inspector.train import TrainOptions, train_inspector
-    from driple.predict.predictor import Predictor
-    from driple.predict.registry import load_registry
 
-    source_name = load_registry().get("default")
-    shipped = Predictor.load(source_name).inspector
-    known = {k: v for k, v in shipped.info.get("training", {}).items()
-             if k in TrainOptions.__dataclass_fields__}
-    options = TrainOptions(**{**known, **_overrides(args)})
+    a = ctx.args
+    source_name = ctx.source_setting()
+    shipped = ctx.inspector(source_name)
+    options = recorded_options(shipped, ctx.overrides())
+    out = ctx.kept("transfer", "targets")
+    for target in [s for s in ctx.settings() if s != source_name]:
+        ds = ctx.dataset(target, shipped.build_options())
+        source, held = shipped, None
+        if not a.no_retrain_source:
+            source_ds = ctx.dataset(source_name, shipped.build_options())
+            ssplit = source_split_for(random_split(ds, seed=options.seed), ds, source_ds, options.seed)
+            if ssplit is not None:
+                source = GNNEstimator.from_checkpoint(shipped, options=options, progress=not a.quiet,
+                                                      cache=ctx.cache).fit(
+                    source_ds, ssplit.train, ssplit.val).inspector_
+                held = {"n_source_jobs_held_out": len(ssplit.test), "what": ssplit.held_out}
+        rows = run_study(source, ds, a.fractions, ["paper", "mlp", "scratch"], options,
+                         progress=not a.quiet)
+        out[target] = {"rows": rows, "summary": summarize(rows, a.tolerance), "tolerance": a.tolerance,
+                       "source_retrained_without": held}
+        _say("\n".join(out[target]["summary"]))
+        ctx.save("transfer", {"source": source_name, "targets": out})
+
+
+def section_design(ctx: Context) -> None:
+    from dataclasses import replace
+
+    from driple.inspector.estimators import recorded_options
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import train_inspector
+
+    a = ctx.args
+    source_name = ctx.source_setting()
+    shipped = ctx.inspector(source_name)
+    options = recorded_options(shipped, ctx.overrides())
     base = shipped.model.config()
-    builder = shipped.info.get("builder", {})
-    rows = (_load("design") or {}).get("rows", []) if args.keep else []
-    runs = [("grouping", g, base["num_repeats"]) for g in args.groupings]
-    runs += [("K", builder.get("grouping", "uniform"), k) for k in args.repeats
-             if k != base["num_repeats"]]
-    for study, grouping, k in runs:
-        ds = _dataset(source_name, {**builder, "grouping": grouping})
+    builder = shipped.build_options()
+    grouping, scaling = builder.get("grouping", "uniform"), options.target_scaling
+    rows = (ctx.load("design") or {}).get("rows", []) if a.keep else []
+    runs = [("grouping", g, base["num_repeats"], scaling) for g in a.groupings]
+    runs += [("K", grouping, k, scaling) for k in a.repeats if k != base["num_repeats"]]
+    runs += [("scaling", grouping, base["num_repeats"], s) for s in a.scalings if s != scaling]
+    for study, grouping_, k, scaling_ in runs:
+        ds = ctx.dataset(source_name, {**builder, "grouping": grouping_})
         split = random_split(ds, seed=options.seed)
         t0 = time.perf_counter()
         model = train_inspector(ds, split, hidden_channels=base["hidden_channels"], num_repeats=k,
-                                graph_attr=bool(base.get("graph_channels")), options=options,
-                                progress=not args.quiet)
-        test = model.info["scores"]["test"]["mean"]
+                                graph_attr=bool(base.get("graph_channels")),
+                                options=replace(options, target_scaling=scaling_), progress=not a.quiet)
+        val, test = model.info["scores"]["val"]["mean"], model.info["scores"]["test"]["mean"]
         nodes = float(np.mean([ds[i].num_nodes for i in range(len(ds))]))
-        rows = [r for r in rows if (r["study"], r["grouping"], r["K"]) != (study, grouping, k)]
-        rows.append({"study": study, "grouping": grouping, "K": k, "nrmse": test["nrmse"],
-                     "mape": test["mape"], "seconds": time.perf_counter() - t0,
-                     "mean_nodes": nodes, "n_test": len(split.test)})
-        print(f"design {study}: grouping {grouping} K {k}: NRMSE {test['nrmse']:.3f} MAPE "
-              f"{test['mape']:.0f}% ({nodes:.0f} nodes per graph, {rows[-1]['seconds']:.0f} s)",
-              flush=True)
-        _save("design", {"source": source_name, "rows": rows})
+        key = (study, grouping_, k, scaling_)
+        rows = [r for r in rows if (r["study"], r["grouping"], r["K"], r.get("scaling")) != key]
+        rows.append({"study": study, "grouping": grouping_, "K": k, "scaling": scaling_,
+                     "val_nrmse": val["nrmse"], "nrmse": test["nrmse"], "mape": test["mape"],
+                     "seconds": time.perf_counter() - t0, "mean_nodes": nodes,
+                     "n_val": len(split.val), "n_test": len(split.test)})
+        _say(f"design {study}: grouping {grouping_} K {k} scaling {scaling_}: validation NRMSE "
+             f"{val['nrmse']:.3f}, test NRMSE {test['nrmse']:.3f} MAPE {test['mape']:.0f}% "
+             f"({nodes:.0f} nodes per graph, {rows[-1]['seconds']:.0f} s)")
+        ctx.save("design", {"source": source_name, "rows": rows})
 
 
 # ---------------------------------------------------------------------- report
-def _load(section):
-    path = os.path.join(OUT, f"{section}.json")
-    return json.load(open(path)) if os.path.exists(path) else None
-
-
 def _f(v, pct=False):
     if v is None:
         return "-"
     return f"{v:.0f}%" if pct else f"{v:.3f}"
 
 
-def report() -> str:
-    from driple.metrics import RESOURCES
+def _report_labels(labels) -> list[str]:
+    lines = ["## Labels reproduced from the raw files", "",
+             "| dataset | labeller | jobs | identical | not relabelled |", "|---|---|---|---|---|"]
+    for name, by in labels["datasets"].items():
+        for labeller, v in by.items():
+            lines.append(f"| {name} | {labeller} | {v['jobs']} | {v['identical']} | {v['errors']} |")
+    return lines + [""]
 
-    lines = ["# Reproduced results", "",
-             "Generated by `python scripts/reproduce.py` from the shipped datasets and inspectors "
-             "(CPU-host labels: compute = CPU, memory = RSS; no GPU figures).", ""]
-    labels = _load("labels")
-    if labels:
-        lines += ["## Labels reproduced from the raw series", "", "| dataset | jobs | identical |",
-                  "|---|---|---|"]
-        lines += [f"| {k} | {v['jobs']} | {v['identical']} |" for k, v in labels["datasets"].items()]
-        lines.append("")
-    retest = _load("retest")
-    if retest:
-        lines += [f"## Test-retest ({len(retest['jobs'])} jobs measured twice)", "",
-                  "| metric | median relative difference | max | NRMSE between runs |", "|---|---|---|---|"]
-        for m, v in retest["metrics"].items():
-            lines.append(f"| {m} | {_f(100 * v['median_rel_diff'], True)} | "
-                         f"{_f(100 * v['max_rel_diff'], True) if v.get('max_rel_diff') is not None else '-'} "
-                         f"| {_f(v['nrmse'])} |")
-        lines.append("")
-    acc = _load("accuracy")
-    if acc:
-        lines += ["## Accuracy on held-out jobs", "",
-                  "Mean over the 12 metrics. random: the shipped inspector's test jobs; family: "
-                  "leave-one-family-out, a model retrained per family (target settings: "
-                  "transferred from the source per family), mean over families.", "",
-                  "| setting | jobs | split | inspector NRMSE | mean NRMSE | GBR NRMSE | inspector MAPE | mean MAPE | GBR MAPE |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for setting, r in acc["settings"].items():
-            for split in ("random", "family"):
-                if split not in r:
+
+def _report_retest(retest) -> list[str]:
+    tol = retest.get("tolerance", RETEST_TOLERANCE)
+    lines = ["## Test-retest and worker agreement", "",
+             f"Median difference between two measurements of a job (durations judged against the "
+             f"step: see `driple/collect/retest.py`), the share of jobs that agree, the two workers' "
+             f"median difference, and the noise floor (NRMSE of predicting the retest by the first "
+             f"measurement). ok: median difference <= {tol:.0%}.", ""]
+    for setting, entry in retest["settings"].items():
+        for labeller in LABELLERS:
+            if labeller not in entry:
+                continue
+            e = entry[labeller]
+            lines += [f"### {setting}, {labeller} labels ({len(e['jobs'])} jobs measured twice)", "",
+                      "| label | retest median diff | agree | workers median diff | floor NRMSE | floor MAPE | ok |",
+                      "|---|---|---|---|---|---|---|"]
+            for label, v in e["retest"].items():
+                if not v.get("n"):
                     continue
-                s = r[split]["scores"]
-                lines.append(f"| {setting} | {r['jobs']} | {split} | "
-                             + " | ".join(_f(s[m]["mean"]["nrmse"]) for m in ("inspector", "mean", "gbr"))
-                             + " | " + " | ".join(_f(s[m]["mean"]["mape"], True) for m in ("inspector", "mean", "gbr"))
-                             + " |")
-        lines += ["", "Per resource, mean MAPE over its three metrics (inspector, random split) "
-                  "beside the paper's mean error on GPU clusters:", "",
-                  "| setting | " + " | ".join(RESOURCES) + " |", "|---|" + "---|" * len(RESOURCES)]
-        lines.append("| paper (GPU) | " + " | ".join(f"{PAPER_MEAN_ERROR[r]}%" for r in RESOURCES) + " |")
+                w = e["workers"].get(label, {})
+                fl = e["floor"].get(label, {})
+                ok = "yes" if v["median_diff"] <= tol else "**no**"
+                lines.append(f"| {label} | {_f(100 * v['median_diff'], True)} | "
+                             f"{_f(100 * v['agree_share'], True)} | "
+                             f"{_f(100 * w['median_diff'], True) if w.get('n') else '-'} | "
+                             f"{_f(fl.get('nrmse'))} | {_f(fl.get('mape'), True)} | {ok} |")
+            lines.append("")
+    return lines
+
+
+def _report_accuracy(acc) -> list[str]:
+    from driple.inspector.evaluate import ratio_text
+    from driple.metrics import resource_names
+
+    lines = ["## Accuracy on held-out jobs", "",
+             "Every estimator fitted on the same folds in one run (`driple evaluate`, see "
+             "`scripts/reproduce.py`). Splits group jobs by architecture (model + knobs) into "
+             "train / validation (early stopping, choices) / calibration (intervals only) / test. "
+             "random: one seeded split, every model trained on it; family: leave one family out, "
+             "every model retrained per fold (a transferred inspector's source too, unless noted). "
+             "Errors pooled over the test jobs. floor: the label's noise floor from the retest "
+             "(NRMSE of predicting the retest by the first measurement); vs floor: best / floor.", ""]
+    summary = ["| setting | split | test jobs | " , "|---|---|---|"]
+    estimators = None
+    for setting, r in acc["settings"].items():
+        for split in ("random", "family"):
+            if split not in r:
+                continue
+            rep = r[split]
+            estimators = estimators or rep["estimators"]
+            lines += [f"### {setting}, {split} split ({rep['n_test']} test jobs"
+                      + (f", CPU {r['cpu_model']}" if r.get("cpu_model") else "") + ")", ""]
+            for key, title in (("nrmse", "NRMSE"), ("mape", "MAPE %")):
+                floor = (rep.get("floor_check") or {}).get(key)
+                head = "| target | " + ("floor | " if floor else "") + " | ".join(rep["estimators"]) + " | best |"
+                head += " vs floor |" if floor else ""
+                lines += [f"{title}:", "", head, "|---" * (head.count("|") - 1) + "|"]
+                for t in rep["targets"]:
+                    cells = [_f(rep["scores"][m][t][key], False) if key == "nrmse" else
+                             _f(rep["scores"][m][t][key], True) for m in rep["estimators"]]
+                    known = {m: rep["scores"][m][t][key] for m in rep["estimators"]
+                             if rep["scores"][m][t][key] is not None}
+                    best = min(known, key=known.get) if known else "-"
+                    row = f"| {t} | "
+                    if floor:
+                        fl = floor.get(t) or {}
+                        row += (_f(fl.get("floor")) if key == "nrmse" else _f(fl.get("floor"), True)) + " | "
+                    row += " | ".join(cells) + f" | {best} |"
+                    if floor:
+                        fl = floor.get(t) or {}
+                        row += (f" {ratio_text(fl['ratio'])}{'' if fl['within'] else ' **over 2x**'} |"
+                                if fl.get("ratio") is not None else " - |")
+                    lines.append(row)
+                mean = [rep["scores"][m]["mean"][key] for m in rep["estimators"]]
+                lines.append("| mean | " + ("| " if floor else "")
+                             + " | ".join(_f(v, key == "mape") for v in mean) + " | |" + (" |" if floor else ""))
+                lines.append("| targets won | " + ("| " if floor else "")
+                             + " | ".join(str(rep["wins"][key][m]) for m in rep["estimators"])
+                             + " | |" + (" |" if floor else ""))
+                lines.append("")
+            cov = rep.get("coverage") or {}
+            if cov:
+                lines.append("Interval coverage on the test jobs (nominal "
+                             f"{next((v['nominal'] for v in cov.values() if 'nominal' in v), 0.9):.0%}, "
+                             "calibrated on the calibration jobs): "
+                             + ", ".join(f"{m} {_f(100 * v['mean'], True)}" if "mean" in v else f"{m} -"
+                                         for m, v in cov.items()))
+                lines.append("")
+            for m, notes in (rep.get("notes") or {}).items():
+                lines.append(f"- {m}: {'; '.join(notes)}")
+            if rep.get("notes"):
+                lines.append("")
+            summary.append(f"| {setting} | {split} | {rep['n_test']} | "
+                           + " | ".join(f"{_f(rep['scores'][m]['mean']['nrmse'])} / "
+                                        f"{_f(rep['scores'][m]['mean']['mape'], True)}"
+                                        for m in rep["estimators"]) + " |")
+    if estimators:
+        summary[0] += " | ".join(estimators) + " |"
+        summary[1] += "---|" * len(estimators)
+        lines += ["### Summary: mean over targets, NRMSE / MAPE", ""] + summary + [""]
+        lines += ["Per resource, mean MAPE over its three metrics (inspector, family split) beside "
+                  "the paper's mean error on GPU clusters:", "",
+                  "| setting | " + " | ".join(resource_names()) + " |",
+                  "|---|" + "---|" * len(resource_names()),
+                  "| paper (GPU) | " + " | ".join(f"{PAPER_MEAN_ERROR.get(r, '-')}%" for r in resource_names()) + " |"]
         for setting, r in acc["settings"].items():
-            s = r["random"]["scores"]["inspector"]
+            rep = r.get("family") or r.get("random")
+            s = rep["scores"]["inspector"]
             cells = []
-            for res in RESOURCES:
+            for res in resource_names():
                 vals = [s[f"{res}_{k}"]["mape"] for k in ("burst_amount", "burst_duration", "idle_duration")
                         if s.get(f"{res}_{k}", {}).get("mape") is not None]
                 cells.append(_f(float(np.mean(vals)), True) if vals else "-")
             lines.append(f"| {setting} | " + " | ".join(cells) + " |")
         lines.append("")
-        metrics = [m for m in next(iter(acc["settings"].values()))["random"]["scores"]["inspector"] if m != "mean"]
-        lines += ["Per metric NRMSE, leave-one-family-out (inspector / GBR):", "",
-                  "| metric | " + " | ".join(acc["settings"]) + " |", "|---|" + "---|" * len(acc["settings"])]
-        for m in metrics:
-            cells = []
-            for setting, r in acc["settings"].items():
-                s = r.get("family", r["random"])["scores"]
-                cells.append(f"{_f(s['inspector'][m]['nrmse'])} / {_f(s['gbr'][m]['nrmse'])}")
-            lines.append(f"| {m} | " + " | ".join(cells) + " |")
-        lines.append("")
-    tr = _load("transfer")
-    if tr:
-        lines += [f"## Transfer learning from {tr['source']}", ""]
-        for target, r in tr["targets"].items():
-            lines += [f"### {target}", "", "| fraction | scheme | train jobs | NRMSE | MAPE | seconds |",
-                      "|---|---|---|---|---|---|"]
-            lines += [f"| {x['fraction']:.0%} | {x['scheme']} | {x['n_train']} | {_f(x['nrmse'])} | "
-                      f"{_f(x['mape'], True)} | {x['seconds']:.1f} |" for x in r["rows"]]
-            lines += [""] + [f"- {s}" for s in r["summary"]] + [""]
-    design = _load("design")
-    if design:
-        lines += [f"## Design study on {design['source']} (random split)", "",
-                  "| study | grouping | K | nodes per graph | NRMSE | MAPE | train s |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['study']} | {r['grouping']} | {r['K']} | {r['mean_nodes']:.0f} | {_f(r['nrmse'])} | "
-                  f"{_f(r['mape'], True)} | {r['seconds']:.0f} |" for r in design["rows"]]
-        lines.append("")
+    return lines
+
+
+def _report_transfer(tr) -> list[str]:
+    lines = [f"## Transfer learning from {tr['source']}", ""]
+    for target, r in tr["targets"].items():
+        held = r.get("source_retrained_without")
+        lines += [f"### {target}", "",
+                  (f"Source retrained without {held['what']} ({held['n_source_jobs_held_out']} source "
+                   "jobs held out)." if held else "Source as shipped: it may have seen the target's "
+                   "test architectures in its own setting."), "",
+                  "| fraction | scheme | train jobs | NRMSE | MAPE | seconds |", "|---|---|---|---|---|---|"]
+        lines += [f"| {x['fraction']:.0%} | {x['scheme']} | {x['n_train']} | {_f(x['nrmse'])} | "
+                  f"{_f(x['mape'], True)} | {x['seconds']:.1f} |" for x in r["rows"]]
+        lines += [""] + [f"- {s}" for s in r["summary"]] + [""]
+    return lines
+
+
+def _report_design(design) -> list[str]:
+    rows = design["rows"]
+    best = min((r for r in rows if r.get("val_nrmse") is not None), key=lambda r: r["val_nrmse"], default=None)
+    lines = [f"## Design study on {design['source']} (random split by architecture)", "",
+             "Chosen on validation NRMSE; the test NRMSE is reported, not used to choose.", "",
+             "| study | grouping | K | target scaling | nodes per graph | validation NRMSE | test NRMSE "
+             "| test MAPE | train s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mark = " **(chosen)**" if r is best else ""
+        lines.append(f"| {r['study']}{mark} | {r['grouping']} | {r['K']} | {r.get('scaling', '-')} | "
+                     f"{r['mean_nodes']:.0f} | "
+                     f"{_f(r.get('val_nrmse'))} | {_f(r['nrmse'])} | {_f(r['mape'], True)} | {r['seconds']:.0f} |")
+    return lines + [""]
+
+
+def report(ctx: Context) -> str:
+    lines = ["# Reproduced results", "",
+             f"Generated by `python scripts/reproduce.py` from the datasets in `{ctx.datasets}` and "
+             "the configurations of the shipped inspectors (CPU-host labels: compute = CPU, memory = "
+             "allocated bytes / RSS; no GPU figures).", ""]
+    for section, fmt in (("labels", _report_labels), ("retest", _report_retest),
+                         ("accuracy", _report_accuracy), ("transfer", _report_transfer),
+                         ("design", _report_design)):
+        data = ctx.load(section)
+        if data:
+            lines += fmt(data)
     return "\n".join(lines)
 
 
@@ -319,54 +546,73 @@ def main(argv=None) -> int:
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated among {', '.join(SECTIONS)} (default all)")
     p.add_argument("--report", action="store_true", help="only merge the section JSON into results.md")
-    p.add_argument("--settings", nargs="*", default=None, help="limit accuracy/transfer to these settings")
+    p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets"),
+                   help="directory of <setting>/ and <setting>-retest/ datasets (default: the shipped ones)")
+    p.add_argument("--models-dir", default=None,
+                   help="registry of the inspectors whose configurations are evaluated (default: the shipped one)")
+    p.add_argument("--out", default=None, help="where the JSON and results.md go (default <models dir>/evaluation)")
+    p.add_argument("--work-dir", default=None,
+                   help="copy each dataset's results.csv here and build its graphs here (the datasets "
+                   "directory is then only read)")
+    p.add_argument("--graph-cache", default=None, help="graph cache directory (default: beside the datasets)")
+    p.add_argument("--settings", nargs="*", default=None, help="limit the sections to these settings")
+    p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
+    p.add_argument("--families", nargs="*", default=None,
+                   help="accuracy: hold out only these families in the family split (smoke runs)")
+    p.add_argument("--estimators", default="mean,hgb,knn,gnn",
+                   help="accuracy: estimators beside the inspector (default mean,hgb,knn,gnn and any "
+                   "registered one named here)")
+    p.add_argument("--no-retrain-source", action="store_true",
+                   help="accuracy/transfer: keep the shipped source instead of retraining it without "
+                   "what a fold holds out (results labelled 'seen in source')")
+    p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     p.add_argument("--tolerance", type=float, default=0.05)
     p.add_argument("--groupings", nargs="+", default=["uniform", "proportional"],
                    help="grouping policies of the design study (default uniform proportional; "
                    "'none' keeps every op as a node: ~6-30x the training cost)")
     p.add_argument("--repeats", type=int, nargs="+", default=[5, 10, 20])
+    p.add_argument("--scalings", nargs="+", default=["max", "log"], choices=["max", "standard", "log"],
+                   help="design: target scalings compared on validation (default max log)")
     p.add_argument("--keep", action="store_true",
                    help="design: keep the rows of an earlier run that this run does not redo")
     p.add_argument("--epochs", type=int, default=None,
-                   help="epoch bound of every retraining (default: the shipped inspector's)")
-    p.add_argument("--patience", type=int, default=None, help="early-stopping patience of retrainings")
+                   help="epoch bound of every (re)training (default: the shipped inspector's)")
+    p.add_argument("--patience", type=int, default=None, help="early-stopping patience of (re)trainings")
     p.add_argument("--target-scaling", default=None, choices=["max", "standard", "log"],
-                   help="target scaling of retrainings (default: the shipped inspector's)")
+                   help="target scaling of (re)trainings (default: the shipped inspector's)")
+    p.add_argument("--build-workers", type=int, default=1, help="processes building missing graphs")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--datasets", default=None, help="datasets directory (default: the shipped one)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-
-    global DATASETS, OUT
-    from driple.predict.registry import models_dir
-
-    DATASETS = os.path.abspath(args.datasets or DATASETS)
-    OUT = str(models_dir() / "evaluation")
+    args.estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
 
     import torch
 
     from driple.errors import DripleError
 
     torch.set_num_threads(args.threads)
-    os.chdir(ROOT)
+    ctx = Context(args)
     try:
         if not args.report:
+            from driple.inspector.estimator_registry import make_estimator
+
+            for name in args.estimators:
+                make_estimator(name)  # unknown names fail before any work
             for section in [s.strip() for s in args.sections.split(",") if s.strip()]:
                 if section not in SECTIONS:
                     raise DripleError(f"unknown section {section!r}; choose among {', '.join(SECTIONS)}")
-                globals()[f"section_{section}"](args)
-        text = report()
-        os.makedirs(OUT, exist_ok=True)
-        with open(os.path.join(OUT, "results.md"), "w") as f:
+                globals()[f"section_{section}"](ctx)
+        text = report(ctx)
+        os.makedirs(ctx.out, exist_ok=True)
+        with open(os.path.join(ctx.out, "results.md"), "w") as f:
             f.write(text + "\n")
         print(text)
     except DripleError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"reproduce: interrupted; finished sections are in {OUT}",
-              file=sys.stderr)
+        print(f"reproduce: interrupted; finished sections are in {ctx.out}", file=sys.stderr)
         return 130
     return 0
 

@@ -64,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "one, not a shipped inspector's")
     _overwrite_arg(train)
     train.add_argument("--split", default="random", choices=["random", "family"],
-                       help="random 60/20/20, or hold out every job of --family (default random)")
+                       help="random: whole architectures (model + knobs) to train / validation / "
+                       "calibration / test, 50/15/15/20; family: hold out every job of --family "
+                       "(default random)")
     train.add_argument("--family", help="model family to hold out with --split family")
     train.add_argument("--groups", type=int, default=100, help="groups per graph M (default 100)")
     train.add_argument("--grouping", default="uniform", choices=["uniform", "proportional", "none"],
@@ -84,17 +86,48 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     ev = sub.add_parser(
         "evaluate", help="score an inspector against baselines on a dataset",
-        description="Per-metric NRMSE (RMSE / mean measured) and MAPE of the inspector next to the "
-        "training mean and a gradient-boosting model on graph-level attributes, all fitted on the "
-        "same split in this run. --split family retrains the inspector once per held-out family.")
+        description="Per-target NRMSE (RMSE / mean measured) and MAPE on test jobs of the inspector "
+        "next to baselines (training mean, gradient boosting on log targets, nearest training "
+        "architecture), all fitted on the same split in this run, with the noise floor of each "
+        "label (from <dataset>-retest) beside them. Splits group jobs by architecture (model + "
+        "knobs) into train / validation / calibration / test. --split random scores the inspector "
+        "as trained on its own test jobs; --split family retrains it once per held-out family "
+        "(a transferred inspector: fine-tuned again from its source; --retrain-source also "
+        "retrains the source without the family, the honest and costly way).",
+        epilog="examples:\n"
+        "  driple evaluate trained_models/cpu-ddp-w2-lo --split family --family vgg\n"
+        "  driple evaluate trained_models/cpu-ddp-w2-1g --split family --retrain-source",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("checkpoint", help="trained model directory or .pt file")
     _dataset_args(ev, required=False)
     ev.add_argument("--split", default="random", choices=["random", "family"],
                     help="random: the checkpoint's test jobs; family: leave-one-family-out (retrains)")
     ev.add_argument("--family", action="append", metavar="NAME",
                     help="with --split family: hold out only this family (repeatable; default all)")
-    ev.add_argument("--baselines", default="mean,gbr",
-                    help="comma-separated baselines among mean, gbr, knn (default mean,gbr)")
+    ev.add_argument("--estimators", "--baselines", dest="estimators", default="mean,hgb,knn",
+                    metavar="LIST",
+                    help="comma-separated estimators beside the inspector: mean, hgb, knn, gnn (the "
+                    "paper's graph network, trained per fold) or a registered one (default mean,hgb,knn)")
+    ev.add_argument("--source", metavar="CKPT",
+                    help="source inspector of a transferred checkpoint (default: the registry's "
+                    "inspector of the setting it was transferred from)")
+    ev.add_argument("--source-dataset", metavar="DIR",
+                    help="the source's dataset, for --retrain-source (default: the one the source "
+                    "checkpoint records)")
+    ev.add_argument("--retrain-source", action="store_true",
+                    help="transferred checkpoint: retrain the source per fold without the held-out "
+                    "family (random split: without the test architectures); one source training per "
+                    "fold. Without it the fold is labelled 'family seen in source'")
+    ev.add_argument("--retrain", action="store_true",
+                    help="--split random: train the checkpoint's configuration again on a fresh "
+                    "split (seeded) instead of scoring it as trained")
+    ev.add_argument("--retest", metavar="DIR",
+                    help="retest dataset for the noise floor (default: <dataset>-retest if it exists)")
+    ev.add_argument("--no-floor", action="store_true", help="no noise floor")
+    ev.add_argument("--epochs", type=int, default=None,
+                    help="upper bound on epochs of every retraining (default: the checkpoint's)")
+    ev.add_argument("--patience", type=int, default=None,
+                    help="early-stopping patience of every retraining (default: the checkpoint's)")
     ev.add_argument("--seed", type=int, default=None, help="seed (default: the checkpoint's)")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.add_argument("--plot", metavar="PNG", help="save predicted-vs-measured scatter plots here")
@@ -169,8 +202,8 @@ def run_train(args: argparse.Namespace) -> int:
                            target_scaling=args.target_scaling, seed=args.seed)
     if args.repeats < 1:
         raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
-    print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, test {len(split.test)} jobs",
-          file=sys.stderr)
+    print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, calibration "
+          f"{len(split.calibration)}, test {len(split.test)} jobs", file=sys.stderr)
     predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=args.repeats,
                                 dropout=args.dropout, graph_attr=args.graph_attr, options=options,
                                 progress=not args.quiet)
@@ -189,8 +222,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
     from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.estimator_registry import estimator_names
+    from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
+    from driple.inspector.noise import noise_floor, retest_dir
 
     predictor = load_inspector(args.checkpoint)
     builder = predictor.build_options()  # as recorded; what is not, as when it was trained
@@ -198,13 +233,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
         args.dataset = predictor.info.get("dataset")
         if not args.dataset:
             raise DripleError("pass --dataset DIR (the checkpoint does not record its dataset)")
-    dataset = _load_dataset(args, builder["groups"], builder["grouping"], builder["features"], builder["seed"])
-    baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
-    unknown = [b for b in baselines if b not in ("mean", "gbr", "knn")]
+    estimators = [b.strip() for b in args.estimators.split(",") if b.strip()]
+    unknown = [b for b in estimators if b not in estimator_names()]
     if unknown:
-        raise DripleError(f"unknown baseline(s) {', '.join(unknown)}; choose among mean, gbr, knn")
-    report = evaluate(predictor, dataset, split=args.split, baselines=baselines, seed=args.seed,
-                      progress=not args.quiet, families=args.family)
+        raise DripleError(f"unknown estimator(s) {', '.join(unknown)}; choose among "
+                          f"{', '.join(estimator_names())}")
+    dataset = _load_dataset(args, builder["groups"], builder["grouping"], builder["features"], builder["seed"])
+    source, source_dataset = _transfer_source(args, predictor)
+    floor = None
+    retest = args.retest or (None if args.no_floor else retest_dir(args.dataset))
+    if retest and not args.no_floor:
+        floor = noise_floor(args.dataset, retest, dataset.target_names,
+                            None if args.max_contention < 0 else args.max_contention)
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
+    report = evaluate(predictor, dataset, split=args.split, baselines=estimators, seed=args.seed,
+                      progress=not args.quiet, families=args.family, overrides=overrides,
+                      source=source, source_dataset=source_dataset,
+                      retrain_source=args.retrain_source, floor=floor, retrain=args.retrain)
     if args.plot:
         plot_predictions(report, args.plot)
     if args.json:
@@ -215,6 +260,37 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if args.plot:
             print(f"plot: {args.plot}")
     return 0
+
+
+def _transfer_source(args, predictor):
+    """``(source inspector, source dataset or None)`` of a transferred checkpoint; ``(None,
+    None)`` for one trained from scratch or when no split needs the source."""
+    from driple.inspector.checkpoint import load_inspector
+
+    transfer = predictor.info.get("transfer")
+    if not transfer:
+        if args.retrain_source or args.source or args.source_dataset:
+            raise DripleError("--source, --source-dataset and --retrain-source are for a transferred "
+                              "inspector; this one was trained from scratch")
+        return None, None
+    if args.split != "family" and not (args.retrain or args.retrain_source):
+        return None, None
+    if args.source:
+        source = load_inspector(args.source)
+    else:
+        from driple.predict.registry import resolve
+
+        path, _ = resolve(transfer.get("from_setting"))
+        source = load_inspector(str(path))
+    if not args.retrain_source:
+        return source, None
+    root = args.source_dataset or source.info.get("dataset")
+    if not root or not osp.isdir(root):
+        raise DripleError(f"the source's dataset {root!r} is not a directory; pass --source-dataset DIR")
+    builder = source.build_options()
+    src_args = argparse.Namespace(**{**vars(args), "dataset": root})
+    return source, _load_dataset(src_args, builder["groups"], builder["grouping"], builder["features"],
+                                 builder["seed"])
 
 
 def run_finetune(args: argparse.Namespace) -> int:

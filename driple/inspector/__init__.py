@@ -1,10 +1,12 @@
 """The inspector: a graph network that predicts a job's targets (:mod:`driple.metrics`) from its graph.
 
-Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits` ->
-:mod:`scaling` -> :mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by
-:mod:`train` -> :mod:`checkpoint` (model + scalers + target names: load, save, predict
-graphs) -> :mod:`evaluate` (next to :mod:`baselines`, with :mod:`scores`) and :mod:`transfer`
-(fine-tuning to another setting).
+Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits`
+(train / val / calibration / test by architecture, see :mod:`jobs`) -> :mod:`scaling` ->
+:mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by :mod:`train` ->
+:mod:`checkpoint` (model + scalers + target names: load, save, predict graphs) and
+:mod:`transfer` (fine-tuning to another setting). :mod:`evaluate` fits every
+:mod:`estimators` (graph models, :mod:`baselines`; by name: :mod:`estimator_registry`) on the
+same folds and scores them (:mod:`scores`) beside each label's :mod:`noise` floor.
 
 Importing this package is cheap; torch is imported when a name below is first used.
 """

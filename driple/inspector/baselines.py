@@ -1,86 +1,242 @@
-"""Baselines the inspector must beat, fitted on the same training jobs.
+"""Baselines a graph model must beat, fitted on the same folds in the same run.
 
-- :class:`MeanBaseline` predicts every metric as its training mean.
-- :class:`TabularBaseline` is a scikit-learn regressor (gradient boosting or k nearest
-  neighbours) per metric on the graph-level attributes ``log1p(graph_attr)`` (parameters,
-  GFLOPs, activation MB, communicated MB, batch size, ops; see
-  :data:`driple.graph.build.GRAPH_ATTRS`) — what a scheduler could do without a graph network.
+All are :class:`~driple.inspector.estimators.Estimator` s: ``fit(dataset, train, val)``,
+``predict(dataset, idx)``. They read a job's *graph-level attributes* (``graph_attr``: see
+:data:`driple.graph.build.GRAPH_ATTRS` — parameters, GFLOPs, activation MB, communicated MB,
+batch size, ops) and its configuration (optimizer, model, architecture: see
+:mod:`driple.inspector.jobs`); what the three are:
+
+- :class:`MeanBaseline` (``mean``): every target's training mean.
+- :class:`HGBBaseline` (``hgb``): scikit-learn's ``HistGradientBoostingRegressor``, one per
+  target, on ``log(y + eps)`` (``eps``: 1 % of the target's training median), inputs
+  ``log1p(graph_attr)`` and the optimizer one-hot; the number of boosting iterations is chosen
+  per target on the validation jobs.
+- :class:`NearestArchitecture` (``knn``): copies the labels of the nearest training
+  configuration (architecture + batch size + optimizer; the mean of its jobs). Distance between
+  jobs ``a`` and ``b``::
+
+      d(a, b) = sqrt(mean_c (z_c(a) - z_c(b))^2) + w_opt [opt(a) != opt(b)] + w_model [model(a) != model(b)]
+
+  with ``z_c`` the graph attribute ``log1p(graph_attr_c)`` standardised over the training
+  configurations (attributes constant in training are left out), ``w_opt = w_model = 1``:
+  another optimizer or model counts as one standard deviation on every attribute. Ties go to
+  the configuration seen first.
+
+Each also has ``fit_rows(train, val)`` / ``predict_rows(rows)`` on :class:`JobRows` (arrays
+and a table), which the tests call on hand-written tables.
 """
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
 import numpy as np
+import pandas as pd
 
-BASELINES = ("mean", "gbr", "knn")
+from driple.inspector.estimators import Estimator, positions
+from driple.inspector.jobs import job_table
+
+BASELINES = ("mean", "hgb", "knn")
 
 
-class MeanBaseline:
-    """Predicts each column's training mean (NaN targets ignored)."""
+@dataclass
+class JobRows:
+    """Some jobs as a table: ``attrs`` ``[n, A]`` raw graph-level attributes, ``table`` their
+    configuration rows (:func:`~driple.inspector.jobs.job_table` columns), ``y`` ``[n, T]`` the
+    measured targets in raw units (NaN = not measured; None when predicting)."""
 
-    def fit(self, X, y) -> "MeanBaseline":
-        y = np.asarray(y, dtype=np.float64)
-        with np.errstate(all="ignore"):
-            means = np.array([y[np.isfinite(y[:, j]), j].mean() if np.isfinite(y[:, j]).any()
-                              else 0.0 for j in range(y.shape[1])])
-        self.mean_ = means
+    attrs: np.ndarray
+    table: pd.DataFrame
+    y: Optional[np.ndarray] = None
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+def job_rows(dataset, idx: Optional[Sequence[int]] = None, with_targets: bool = True) -> JobRows:
+    """The jobs of ``dataset`` at ``idx`` (default all) as :class:`JobRows`."""
+    idx = positions(dataset, idx)
+    table = job_table(dataset).iloc[idx].reset_index(drop=True)
+    attrs = np.asarray(dataset.graph_attrs, dtype=np.float64)[idx]
+    y = np.asarray(dataset.targets, dtype=np.float64)[idx] if with_targets else None
+    return JobRows(attrs, table, y)
+
+
+class TabularEstimator(Estimator):
+    """An estimator that needs only :class:`JobRows`: ``fit``/``predict`` build them."""
+
+    def fit(self, dataset, train, val) -> "TabularEstimator":
+        return self.fit_rows(job_rows(dataset, train), job_rows(dataset, val))
+
+    def predict(self, dataset, idx=None) -> np.ndarray:
+        return self.predict_rows(job_rows(dataset, idx, with_targets=False))
+
+    def fit_rows(self, train: JobRows, val: Optional[JobRows] = None) -> "TabularEstimator":
+        raise NotImplementedError
+
+    def predict_rows(self, rows: JobRows) -> np.ndarray:
+        raise NotImplementedError
+
+
+def log_attrs(attrs) -> np.ndarray:
+    """``log1p`` of the graph-level attributes (negative values read as 0)."""
+    return np.log1p(np.clip(np.asarray(attrs, dtype=np.float64), 0, None))
+
+
+class MeanBaseline(TabularEstimator):
+    """Predicts each target's mean over the training jobs (NaN ignored; 0 if never measured)."""
+
+    name = "mean"
+
+    def fit_rows(self, train, val=None):
+        y = np.asarray(train.y, dtype=np.float64)
+        ok = np.isfinite(y)
+        self.mean_ = np.where(ok.any(0), np.nansum(np.where(ok, y, 0), 0) / np.maximum(ok.sum(0), 1), 0.0)
         return self
 
-    def predict(self, X) -> np.ndarray:
-        return np.tile(self.mean_, (len(X), 1))
+    def predict_rows(self, rows):
+        return np.tile(self.mean_, (len(rows), 1))
 
 
-class TabularBaseline:
-    """One scikit-learn regressor per target column on ``log1p`` of graph-level attributes.
+class HGBBaseline(TabularEstimator):
+    """Gradient boosting per target on log targets (see the module doc).
 
     Args:
-        kind: ``"gbr"`` (GradientBoostingRegressor) or ``"knn"`` (KNeighborsRegressor on
-            standardised inputs).
-        random_state: Seed of the gradient boosting's subsampling.
+        max_iter: Most boosting iterations; the number used is chosen per target on the
+            validation jobs (lowest RMSE of the log target), all of them without validation jobs.
+        learning_rate, max_leaf_nodes, min_samples_leaf: Of ``HistGradientBoostingRegressor``
+            (scikit-learn's defaults).
+        random_state: Its seed.
     """
 
-    def __init__(self, kind: str = "gbr", random_state: int = 0):
-        self.kind = kind
+    name = "hgb"
+
+    def __init__(self, max_iter: int = 300, learning_rate: float = 0.1, max_leaf_nodes: int = 31,
+                 min_samples_leaf: int = 20, random_state: int = 0):
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
 
-    def _regressor(self, n_train: int):
-        if self.kind == "gbr":
-            from sklearn.ensemble import GradientBoostingRegressor
+    def _inputs(self, rows: JobRows) -> np.ndarray:
+        opts = rows.table["optimizer"].astype(str).to_numpy() if "optimizer" in rows.table \
+            else np.full(len(rows), "")
+        onehot = np.stack([opts == o for o in self.optimizers_], 1).astype(np.float64) \
+            if self.optimizers_ else np.zeros((len(rows), 0))
+        return np.hstack([log_attrs(rows.attrs), onehot])
 
-            return GradientBoostingRegressor(n_estimators=200, max_depth=3, learning_rate=0.05,
-                                             subsample=0.8, random_state=self.random_state)
-        if self.kind == "knn":
-            from sklearn.neighbors import KNeighborsRegressor
-            from sklearn.pipeline import make_pipeline
-            from sklearn.preprocessing import StandardScaler
+    def fit_rows(self, train, val=None):
+        from sklearn.ensemble import HistGradientBoostingRegressor
 
-            return make_pipeline(StandardScaler(),
-                                 KNeighborsRegressor(n_neighbors=min(5, n_train), weights="distance"))
-        raise ValueError(f"unknown tabular baseline {self.kind!r}; use 'gbr' or 'knn'")
-
-    @staticmethod
-    def _inputs(X) -> np.ndarray:
-        return np.log1p(np.clip(np.asarray(X, dtype=np.float64), 0, None))
-
-    def fit(self, X, y) -> "TabularBaseline":
-        X, y = self._inputs(X), np.asarray(y, dtype=np.float64)
-        self.models_ = []
+        self.optimizers_ = sorted(set(train.table["optimizer"].astype(str))) if "optimizer" in train.table else []
+        X, y = self._inputs(train), np.asarray(train.y, dtype=np.float64)
+        Xv = self._inputs(val) if val is not None and len(val) else None
+        self.eps_, self.models_, self.n_iter_ = [], [], []
         for j in range(y.shape[1]):
             ok = np.isfinite(y[:, j])
-            if ok.sum() == 0:
-                self.models_.append(0.0)
-            elif ok.sum() < 2:
-                self.models_.append(float(y[ok, j].mean()))
-            else:
-                self.models_.append(self._regressor(int(ok.sum())).fit(X[ok], y[ok, j]))
+            med = float(np.median(y[ok, j])) if ok.any() else 0.0
+            eps = 0.01 * med if med > 0 else 1e-6
+            self.eps_.append(eps)
+            if ok.sum() < 2:  # nothing to learn: a constant
+                self.models_.append(float(y[ok, j].mean()) if ok.any() else 0.0)
+                self.n_iter_.append(0)
+                continue
+            model = HistGradientBoostingRegressor(
+                max_iter=self.max_iter, learning_rate=self.learning_rate,
+                max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
+                early_stopping=False, random_state=self.random_state)
+            model.fit(X[ok], np.log(np.clip(y[ok, j], 0, None) + eps))
+            self.models_.append(model)
+            self.n_iter_.append(self._choose(model, Xv, val.y[:, j] if Xv is not None else None, eps))
         return self
 
-    def predict(self, X) -> np.ndarray:
-        X = self._inputs(X)
-        cols = [np.full(len(X), m) if isinstance(m, float) else m.predict(X) for m in self.models_]
-        return np.stack(cols, axis=1)
+    @staticmethod
+    def _choose(model, Xv, yv, eps) -> int:
+        """Iterations with the lowest validation RMSE of the log target (all without val jobs)."""
+        if Xv is None or not np.isfinite(yv).any():
+            return model.n_iter_
+        ok = np.isfinite(yv)
+        target = np.log(np.clip(yv[ok], 0, None) + eps)
+        errors = [np.mean((p - target) ** 2) for p in model.staged_predict(Xv[ok])]
+        return int(np.argmin(errors)) + 1
+
+    def predict_rows(self, rows):
+        X = self._inputs(rows)
+        cols = []
+        for model, n, eps in zip(self.models_, self.n_iter_, self.eps_):
+            if isinstance(model, float):
+                cols.append(np.full(len(rows), model))
+                continue
+            z = next(itertools.islice(model.staged_predict(X), n - 1, None))
+            cols.append(np.clip(np.exp(z) - eps, 0, None))
+        return np.stack(cols, axis=1) if cols else np.zeros((len(rows), 0))
 
 
-def make_baseline(name: str, random_state: int = 0):
-    """A fresh baseline by name: ``"mean"``, ``"gbr"`` or ``"knn"``."""
-    if name == "mean":
-        return MeanBaseline()
-    return TabularBaseline(name, random_state=random_state)
+class NearestArchitecture(TabularEstimator):
+    """Copies the labels of the nearest training configuration (distance in the module doc).
+
+    Args:
+        k: Configurations averaged (1: copy the nearest).
+        optimizer_weight, model_weight: Distance added for another optimizer / model.
+    """
+
+    name = "knn"
+
+    def __init__(self, k: int = 1, optimizer_weight: float = 1.0, model_weight: float = 1.0):
+        self.k = k
+        self.optimizer_weight = optimizer_weight
+        self.model_weight = model_weight
+
+    @staticmethod
+    def _config_keys(table: pd.DataFrame) -> list:
+        cols = [c for c in ("architecture", "batch_size", "optimizer") if c in table]
+        return list(zip(*(table[c].astype(str) for c in cols)))
+
+    def fit_rows(self, train, val=None):
+        keys = self._config_keys(train.table)
+        order = list(dict.fromkeys(keys))  # configurations in order of first appearance
+        first = {k: keys.index(k) for k in order}
+        y = np.asarray(train.y, dtype=np.float64)
+        labels = []
+        for k in order:
+            rows = y[[i for i, kk in enumerate(keys) if kk == k]]
+            ok = np.isfinite(rows)
+            labels.append(np.where(ok.any(0), np.nansum(np.where(ok, rows, 0), 0)
+                                   / np.maximum(ok.sum(0), 1), np.nan))
+        self.labels_ = np.array(labels)
+        # a target never measured in a configuration takes the mean over configurations
+        col_mean = MeanBaseline().fit_rows(JobRows(train.attrs, train.table, y)).mean_
+        self.labels_ = np.where(np.isfinite(self.labels_), self.labels_, col_mean)
+        z = log_attrs(train.attrs[[first[k] for k in order]])
+        self.center_ = z.mean(0)
+        std = z.std(0)
+        self.keep_ = std > 1e-12
+        self.scale_ = np.where(self.keep_, std, 1.0)
+        self.z_ = self._z(train.attrs[[first[k] for k in order]])
+        tab = train.table.iloc[[first[k] for k in order]]
+        self.optimizer_ = tab["optimizer"].astype(str).to_numpy() if "optimizer" in tab else None
+        self.model_ = tab["model"].astype(str).to_numpy() if "model" in tab else None
+        return self
+
+    def _z(self, attrs) -> np.ndarray:
+        return ((log_attrs(attrs) - self.center_) / self.scale_)[:, self.keep_]
+
+    def distances(self, rows: JobRows) -> np.ndarray:
+        """``[len(rows), configurations]`` distances to the training configurations."""
+        z = self._z(rows.attrs)
+        d = np.sqrt(((z[:, None, :] - self.z_[None, :, :]) ** 2).mean(2)) if z.shape[1] \
+            else np.zeros((len(rows), len(self.z_)))
+        if self.optimizer_ is not None and "optimizer" in rows.table:
+            opt = rows.table["optimizer"].astype(str).to_numpy()
+            d = d + self.optimizer_weight * (opt[:, None] != self.optimizer_[None, :])
+        if self.model_ is not None and "model" in rows.table:
+            model = rows.table["model"].astype(str).to_numpy()
+            d = d + self.model_weight * (model[:, None] != self.model_[None, :])
+        return d
+
+    def predict_rows(self, rows):
+        d = self.distances(rows)
+        nearest = np.argsort(d, axis=1, kind="stable")[:, :max(1, self.k)]
+        return self.labels_[nearest].mean(1)

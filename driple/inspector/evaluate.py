@@ -1,97 +1,203 @@
-"""Scoring an inspector next to baselines fitted on the same jobs in the same run.
+"""The evaluation harness: every estimator fitted on the same folds in one run, scored on test jobs.
 
-- ``random``: the checkpoint's own test jobs (the split recorded at training time, when the
-  dataset holds them; otherwise a seeded random split minus the jobs the inspector was
-  trained on, e.g. for another setting's dataset) — the inspector as trained.
-- ``family``: leave-one-model-family-out cross-validation — for every family a fresh
-  inspector with the checkpoint's configuration and options is trained without it and scored
-  on it; per-family tables and their mean.
+:func:`run_folds` is the harness. For every fold (a :class:`~driple.inspector.splits.Split`)
+and every estimator (a factory ``fold -> Estimator``, see :mod:`driple.inspector.estimators`)
+it fits on the fold's train jobs (choices on its val jobs), predicts its test jobs (and its
+calibration jobs, for intervals) and scores the test predictions per target:
 
-Baselines (:mod:`driple.inspector.baselines`) are fitted on the train + validation jobs of the
-same split: the training mean and tabular regressors on graph-level attributes.
+- ``scores``: NRMSE and MAPE per target (:func:`~driple.inspector.scores.score_table`) over
+  the test jobs of all folds pooled (each job counted once);
+- ``fold_mean``: the mean over folds of each fold's table; ``folds[i]["scores"]`` per fold;
+- ``wins``: per estimator, the number of targets on which it has the lowest error (ties count
+  for each);
+- with a noise floor (:func:`driple.inspector.noise.noise_floor`), ``floor_check``: per target
+  the floor, the best estimator, and whether it is within 2x the floor.
+
+:func:`evaluate` evaluates a trained inspector (a checkpoint) that way, beside baselines:
+
+- ``random``: the inspector as trained, on its own untouched test jobs (the split recorded in
+  the checkpoint, when it is a four-part architecture-grouped split and the dataset holds its
+  test jobs; else a seeded random split whose test part leaves out every job and architecture
+  the inspector was trained or validated on); with ``retrain``, its configuration trained
+  again on a fresh seeded random split, as for a family fold;
+- ``family``: leave one family out; for each fold the checkpoint's configuration is trained
+  again without the family: from scratch, or, for a transferred inspector, fine-tuned from its
+  source. With ``retrain_source`` the source is first retrained without the family (its own
+  family fold: :func:`source_split_for`); otherwise the fold is labelled "family seen in
+  source". ``driple evaluate`` and ``scripts/reproduce.py`` both call :func:`evaluate`.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+import sys
+import time
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from driple.errors import DripleError
-from driple.inspector.baselines import make_baseline
-from driple.inspector.checkpoint import TrainedInspector
+from driple.inspector.estimator_registry import make_estimator
+from driple.inspector.estimators import (CheckpointEstimator, Estimator, GNNEstimator,
+                                         TransferEstimator, recorded_options)
+from driple.inspector.jobs import job_table
+from driple.inspector.noise import floor_check
 from driple.inspector.scores import score_table
-from driple.inspector.splits import Split, family_splits, random_split
-from driple.metrics import target_names
+from driple.inspector.splits import Split, family_split, holdout_split, make_splits, random_split
 
-DEFAULT_BASELINES = ("mean", "gbr")
-
-
-def _rows(dataset, idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    return dataset.graph_attrs[list(idx)], dataset.targets[list(idx)]
+DEFAULT_BASELINES = ("mean", "hgb", "knn")
+ARRAYS = ("measured", "predictions", "calibration_measured", "calibration_predictions")
 
 
-def evaluate_split(predictor: TrainedInspector, dataset, split: Split,
-                   baselines: Sequence[str] = DEFAULT_BASELINES, seed: int = 0) -> dict:
-    """Scores of ``predictor`` and of ``baselines`` on ``split.test``; predictions included."""
-    if not split.test:
-        raise DripleError("the split has no test jobs")
-    predictor.check_compatible(dataset.feature_set, dataset.vocab_digest,
-                               what=f"dataset {dataset.root}")
-    fit_idx = sorted(set(split.train) | set(split.val))
-    X_fit, y_fit = _rows(dataset, fit_idx)
-    X_test, y_test = _rows(dataset, split.test)
-    predictions = {"inspector": predictor.predict([dataset[i] for i in split.test])}
-    for name in baselines:
-        predictions[name] = make_baseline(name, random_state=seed).fit(X_fit, y_fit).predict(X_test)
-    return {
-        "split": split.kind,
-        "held_out": split.held_out,
-        "n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test),
-        "scores": {name: score_table(y_test, pred) for name, pred in predictions.items()},
-        "measured": y_test,
-        "predictions": predictions,
-        "test_job_ids": [dataset.job_ids[i] for i in split.test],
-    }
+# ---------------------------------------------------------------------- the harness
+def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable[[Split], Estimator]],
+              floor: Optional[dict] = None, progress: bool = True) -> dict:
+    """Fit every estimator on every fold, score on the test jobs (see the module doc).
 
-
-def checkpoint_split(predictor: TrainedInspector, dataset, seed: int = 0) -> Split:
-    """The split recorded in the checkpoint (random or family) if ``dataset`` holds all its test
-    jobs; else a fresh seeded random split whose test part leaves out every job the inspector
-    was trained or validated on."""
-    record = predictor.info.get("split") or {}
-    if record.get("test"):
-        split = Split.from_dict(record, dataset)
-        if len(split.test) == len(record["test"]):
-            return split
-    split = random_split(dataset, seed=seed)
-    seen = set(record.get("train", [])) | set(record.get("val", []))
+    Returns ``{"split", "setting", "dataset", "targets", "estimators", "folds", "scores",
+    "fold_mean", "wins", "notes", "noise_floor", "floor_check"}``; each fold keeps its
+    ``measured`` and ``predictions`` arrays (test jobs) and ``calibration_*`` ones
+    (:func:`to_json` drops them).
+    """
+    if not folds:
+        raise DripleError("no fold to evaluate")
+    names = list(dataset.target_names)
+    targets = np.asarray(dataset.targets, dtype=np.float64)
     ids = dataset.job_ids
-    split.test = [i for i in split.test if ids[i] not in seen]
-    if not split.test:
-        raise DripleError("every test job of the random split was used to train this inspector; "
-                          "evaluate on another dataset or retrain")
-    return split
+    out_folds, notes = [], {}
+    for fold in folds:
+        fold.check()
+        if not fold.test:
+            raise DripleError(f"the fold holding out {fold.held_out or 'test jobs'} has no test jobs")
+        entry = {"kind": fold.kind, "held_out": fold.held_out,
+                 **{f"n_{p}": len(getattr(fold, p)) for p in ("train", "val", "calibration", "test")},
+                 "test_job_ids": [ids[i] for i in fold.test], "scores": {}, "seconds": {},
+                 "notes": {}, "measured": targets[fold.test], "predictions": {},
+                 "calibration_measured": targets[fold.calibration], "calibration_predictions": {}}
+        for name, factory in estimators.items():
+            start = time.perf_counter()
+            estimator = factory(fold).fit(dataset, fold.train, fold.val)
+            pred = _checked(estimator.predict(dataset, fold.test), len(fold.test), len(names), name)
+            entry["predictions"][name] = pred
+            entry["calibration_predictions"][name] = (
+                _checked(estimator.predict(dataset, fold.calibration), len(fold.calibration),
+                         len(names), name) if fold.calibration else np.zeros((0, len(names))))
+            entry["seconds"][name] = time.perf_counter() - start
+            entry["scores"][name] = score_table(entry["measured"], pred, names)
+            note = getattr(estimator, "note_", None)
+            if note:
+                entry["notes"][name] = note
+                notes.setdefault(name, [])
+                if note not in notes[name]:
+                    notes[name].append(note)
+            if progress:
+                where = f"holding out {fold.held_out}" if fold.held_out else fold.kind
+                print(f"  {where}: {name} fitted and scored in {entry['seconds'][name]:.1f} s "
+                      f"(mean NRMSE {_num(entry['scores'][name]['mean']['nrmse'])})",
+                      file=sys.stderr, flush=True)
+        out_folds.append(entry)
+    measured = np.concatenate([f["measured"] for f in out_folds])
+    pooled = {name: score_table(measured, np.concatenate([f["predictions"][name] for f in out_folds]), names)
+              for name in estimators}
+    report = {
+        "split": folds[0].kind, "setting": getattr(dataset, "setting", None),
+        "dataset": str(getattr(dataset, "root", "")), "targets": names,
+        "estimators": list(estimators), "folds": out_folds, "n_test": int(len(measured)),
+        "scores": pooled, "fold_mean": _mean_tables(out_folds, names), "wins": win_counts(pooled, names),
+        "notes": notes, "noise_floor": None, "floor_check": None,
+    }
+    if floor is not None:
+        report["noise_floor"] = {k: v for k, v in floor.items() if k != "jobs"} | {"n_jobs": len(floor["jobs"])}
+        report["floor_check"] = {key: floor_check(pooled, floor, key=key) for key in ("nrmse", "mape")}
+    return report
 
 
-def _mean_tables(folds: list[dict]) -> dict:
-    """Per-metric mean over folds of each model's NRMSE and MAPE (folds lacking a value skipped)."""
+def _checked(pred, rows: int, cols: int, name: str) -> np.ndarray:
+    pred = np.asarray(pred, dtype=np.float64)
+    if pred.shape != (rows, cols):
+        raise DripleError(f"estimator {name!r} predicted an array of shape {pred.shape}, not ({rows}, {cols})")
+    return pred
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def win_counts(scores: Mapping[str, dict], names: Sequence[str]) -> dict:
+    """``{"nrmse": {estimator: n}, "mape": {...}}``: on how many targets each has the lowest
+    error (ties count for every tied estimator; targets without errors count for none)."""
+    out = {}
+    for key in ("nrmse", "mape"):
+        counts = {name: 0 for name in scores}
+        for target in names:
+            errors = {n: t[target][key] for n, t in scores.items() if t[target][key] is not None}
+            if errors:
+                best = min(errors.values())
+                for n, e in errors.items():
+                    counts[n] += int(e <= best)
+        out[key] = counts
+    return out
+
+
+def _mean_tables(folds: list[dict], names: Sequence[str]) -> dict:
+    """Per target the mean over folds of each estimator's NRMSE and MAPE (folds lacking one skipped)."""
     out = {}
     for name in folds[0]["scores"]:
         table = {}
-        for metric in (*target_names(), "mean"):
+        for target in (*names, "mean"):
             entry = {}
             for key in ("nrmse", "mape"):
-                vals = [f["scores"][name][metric][key] for f in folds
-                        if f["scores"][name][metric][key] is not None]
+                vals = [f["scores"][name][target][key] for f in folds
+                        if f["scores"][name][target][key] is not None]
                 entry[key] = float(np.mean(vals)) if vals else None
-            table[metric] = entry
+            table[target] = entry
         out[name] = table
     return out
 
 
+# ---------------------------------------------------------------------- a checkpoint's evaluation
+def checkpoint_split(predictor, dataset, seed: int = 0) -> Split:
+    """The split recorded in the checkpoint if it is a four-part architecture-grouped split whose
+    test jobs are all in ``dataset``; else a seeded random split whose test part leaves out every
+    job, and every architecture, the inspector was trained or validated on."""
+    record = predictor.info.get("split") or {}
+    if record.get("test") and record.get("group_by") == "architecture":
+        split = Split.from_dict(record, dataset)
+        if len(split.test) == len(record["test"]):
+            return split
+    split = random_split(dataset, seed=seed)
+    seen = set(record.get("train") or []) | set(record.get("val") or [])
+    table = job_table(dataset)
+    seen_archs = set(table.loc[table["job_id"].isin(seen), "architecture"])
+    split.test = [i for i in split.test
+                  if table["job_id"][i] not in seen and table["architecture"][i] not in seen_archs]
+    if not split.test:
+        raise DripleError("every test job of a fresh random split (or its architecture) was used to "
+                          "train this inspector; evaluate with --split family, on another dataset, "
+                          "or retrain")
+    return split
+
+
+def source_split_for(fold: Split, dataset, source_dataset, seed: int = 0) -> Optional[Split]:
+    """The split of ``source_dataset`` on whose train/val jobs a transferred inspector's source
+    is retrained for ``fold`` of ``dataset``: for a family fold, the source's own fold holding
+    out that family (the same jobs as the source setting's family evaluation, so a shared cache
+    trains it once); for another fold, the source jobs of the test jobs' architectures held out.
+    None when the source has no job to hold out (it never saw them)."""
+    source_table = job_table(source_dataset)
+    if fold.kind == "family":
+        if fold.held_out not in set(source_table["family"]):
+            return None
+        return family_split(source_dataset, fold.held_out, seed)
+    archs = set(job_table(dataset)["architecture"].iloc[fold.test])
+    test = [i for i, a in enumerate(source_table["architecture"]) if a in archs]
+    if not test:
+        return None
+    return holdout_split(source_dataset, test, seed, kind="source",
+                         held_out=f"the {len(archs)} test architectures")
+
+
 def evaluate(
-    predictor: TrainedInspector,
+    predictor,
     dataset,
     split: str = "random",
     baselines: Sequence[str] = DEFAULT_BASELINES,
@@ -99,119 +205,192 @@ def evaluate(
     progress: bool = True,
     families: Optional[Sequence[str]] = None,
     overrides: Optional[dict] = None,
-    finetune_from: Optional[TrainedInspector] = None,
+    source=None,
+    source_dataset=None,
+    retrain_source: bool = False,
+    floor: Optional[dict] = None,
+    cache: Optional[dict] = None,
+    retrain: bool = False,
 ) -> dict:
-    """Evaluate on ``dataset`` with a ``"random"`` or ``"family"`` split (see module doc);
-    ``families`` limits a family split to these held-out families (default: all).
-    ``overrides`` replace training options of the family retraining (e.g. ``{"epochs": 80}``);
-    with ``finetune_from`` each fold's model is transferred from that source inspector (the
-    paper's scheme) instead of trained from scratch, as a target setting's inspector is.
+    """Evaluate the trained inspector ``predictor`` (column ``inspector``) beside the estimators
+    named in ``baselines`` (see :func:`~driple.inspector.estimators.make_estimator`) on a
+    ``"random"`` or ``"family"`` split of ``dataset`` (module doc).
 
-    Returns ``{"split", "setting", "dataset", "scores": {model: table}, "folds": [...]}`` where a
-    table is :func:`score_table`'s; for ``"family"`` ``scores`` is the mean over folds.
-    Each fold keeps ``measured`` and ``predictions`` arrays (see :func:`to_json` to drop them).
+    ``families`` limits a family split to those held-out families. ``overrides`` replace
+    training options of every retraining (e.g. ``{"epochs": 5}``). A transferred inspector
+    (``predictor.info["transfer"]``) needs its ``source`` inspector for a family split, and
+    ``source_dataset`` with ``retrain_source=True`` to retrain the source per fold. ``floor``:
+    a :func:`~driple.inspector.noise.noise_floor` to judge the errors against. ``cache``: a
+    dict shared between calls, so that a training done once (same jobs, model, options) is
+    reused. ``retrain``: a random split retrains the checkpoint's configuration on a fresh
+    split (as a family split does per fold) instead of scoring the checkpoint as trained; implied
+    by ``retrain_source``.
     """
-    from driple.inspector.train import TrainOptions, train_inspector
-
     seed = predictor.info.get("training", {}).get("seed", 0) if seed is None else seed
-    report = {"split": split, "setting": dataset.setting, "dataset": str(dataset.root),
-              "checkpoint_setting": predictor.setting, "baselines": list(baselines)}
-    if split == "random":
-        fold = evaluate_split(predictor, dataset, checkpoint_split(predictor, dataset, seed),
-                              baselines, seed)
-        report.update(scores=fold["scores"], folds=[fold])
-        return report
-    if split != "family":
-        raise DripleError(f"unknown split {split!r}; use 'random' or 'family'")
-    config = predictor.model.config()
-    known = {k: v for k, v in predictor.info.get("training", {}).items()
-             if k in TrainOptions.__dataclass_fields__}
-    options = TrainOptions(**{**known, **(overrides or {}), "seed": seed})
-    splits = family_splits(dataset, seed=seed)
-    if families:
-        unknown = sorted(set(families) - {s.held_out for s in splits})
-        if unknown:
-            raise DripleError(f"no job of family {', '.join(unknown)} in {dataset.root}")
-        splits = [s for s in splits if s.held_out in set(families)]
-    folds = []
-    for fold_split in splits:
-        if finetune_from is not None:
-            from driple.inspector.transfer import finetune
-
-            fold_model = finetune(finetune_from, dataset, split=fold_split, scheme="paper",
-                                  options=options, progress=progress)
-            folds.append(evaluate_split(fold_model, dataset, fold_split, baselines, seed))
-            continue
-        fold_model = train_inspector(
-            dataset, fold_split, hidden_channels=config["hidden_channels"],
-            num_repeats=config["num_repeats"], set2set_steps=config["set2set_steps"],
-            dropout=config["dropout"], graph_attr=bool(config.get("graph_channels")),
-            options=options, progress=progress)
-        folds.append(evaluate_split(fold_model, dataset, fold_split, baselines, seed))
-    report.update(scores=_mean_tables(folds), folds=folds)
+    predictor.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
+    transfer = predictor.info.get("transfer")
+    if transfer and (split == "family" or retrain) and source is None:
+        raise DripleError(f"this inspector was transferred from {transfer.get('from_setting')}: "
+                          "retraining it fine-tunes it again per fold, which needs its source inspector")
+    if retrain_source and (not transfer or source is None or source_dataset is None):
+        raise DripleError("retraining the source needs a transferred inspector, its source inspector "
+                          "and the source's dataset")
+    options = recorded_options(predictor, {**(overrides or {}), "seed": seed})
+    if split == "random" and not (retrain or retrain_source):
+        folds = [checkpoint_split(predictor, dataset, seed)]
+        note = None
+        if transfer:
+            note = f"test architectures may be in the source's training ({transfer.get('from_setting')})"
+        inspector = lambda fold: CheckpointEstimator(predictor, note=note)  # noqa: E731
+    else:
+        folds = make_splits(dataset, split, seed, families)
+        inspector = _inspector_factory(predictor, dataset, options, overrides, seed, source,
+                                       source_dataset if retrain_source else None, progress, cache)
+    factories = {"inspector": inspector}
+    for name in baselines:
+        if name == "inspector":
+            raise DripleError("'inspector' is the checkpoint's own column; name other estimators")
+        make_estimator(name)  # unknown names fail before any training
+        factories[name] = (lambda n: lambda fold: make_estimator(n, seed=seed, options=options,
+                                                                 progress=progress, cache=cache))(name)
+    report = run_folds(dataset, folds, factories, floor=floor, progress=progress)
+    report.update(checkpoint_setting=predictor.setting, seed=seed,
+                  inspector="as trained" if split == "random" and not (retrain or retrain_source)
+                  else "retrained per fold",
+                  transfer={"from_setting": transfer.get("from_setting"), "scheme": transfer.get("scheme"),
+                            "source_retrained": bool(retrain_source)} if transfer else None)
     return report
 
 
+def _inspector_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
+                       progress, cache) -> Callable[[Split], Estimator]:
+    """Per fold: the checkpoint's configuration trained again (scratch or transferred)."""
+    transfer = predictor.info.get("transfer")
+    if not transfer:
+        return lambda fold: GNNEstimator.from_checkpoint(predictor, options=options, progress=progress,
+                                                         cache=cache, name="inspector")
+    scheme = transfer.get("scheme", "paper")
+    source_overrides = {**(overrides or {}), "seed": seed}
+
+    def make(fold: Split) -> Estimator:
+        if source_dataset is not None:
+            ssplit = source_split_for(fold, dataset, source_dataset, seed)
+            if ssplit is not None:
+                return TransferEstimator(source, scheme, options=options, source_dataset=source_dataset,
+                                         source_split=ssplit, overrides=source_overrides,
+                                         progress=progress, cache=cache)
+            return TransferEstimator(source, scheme, options=options, progress=progress)
+        what = f"family {fold.held_out}" if fold.kind == "family" else "test architectures"
+        return TransferEstimator(source, scheme, options=options, progress=progress,
+                                 note=f"{what} seen in source ({transfer.get('from_setting')})")
+
+    return make
+
+
+# ---------------------------------------------------------------------- output
 def to_json(report: dict) -> dict:
     """``report`` without the prediction arrays (plain types, JSON-ready)."""
     def clean(obj):
         if isinstance(obj, dict):
-            return {k: clean(v) for k, v in obj.items() if k not in ("measured", "predictions")}
+            return {str(k): clean(v) for k, v in obj.items() if k not in ARRAYS}
         if isinstance(obj, (list, tuple)):
             return [clean(v) for v in obj]
+        if isinstance(obj, np.ndarray):
+            return clean(obj.tolist())
+        if isinstance(obj, np.generic):
+            obj = obj.item()
         if isinstance(obj, float) and not math.isfinite(obj):
             return None
-        if isinstance(obj, np.generic):
-            return obj.item()
         return obj
 
     return clean(report)
 
 
-def format_report(report: dict) -> str:
-    """A plain-text table: per metric, NRMSE and MAPE of the inspector and each baseline."""
-    models = list(report["scores"])
-
-    def cell(v, pct=False):
-        return "   -  " if v is None else (f"{v:6.1f}" if pct else f"{v:6.3f}")
-
-    head = f"{'metric':28s}" + "".join(f"{m:>17s}" for m in models)
-    sub = f"{'':28s}" + "".join(f"{'NRMSE':>9s}{'MAPE%':>8s}" for _ in models)
-    lines = []
-    n = report["folds"][0]
-    title = f"split: {n['split'] if report['split'] == 'random' else 'family'}"
-    if n.get("held_out"):
-        title += f" holding out {n['held_out']!r}"
-    if report["split"] == "random":
-        title += f"  (train {n['n_train']}, val {n['n_val']}, test {n['n_test']} jobs)"
-    else:
-        title += f"  ({len(report['folds'])} folds; mean over held-out families)"
+def _title(report: dict) -> list[str]:
     where = f"setting: {report['setting']}   dataset: {report['dataset']}"
     if report.get("checkpoint_setting") and report["checkpoint_setting"] != report["setting"]:
         where += f"   (inspector trained on {report['checkpoint_setting']})"
-    lines += [where, title, head, sub]
-    for metric in (*target_names(), "mean"):
-        row = f"{metric:28s}"
-        for m in models:
-            e = report["scores"][m][metric]
-            row += f"   {cell(e['nrmse'])} {cell(e['mape'], True)}"
-        lines.append(row)
+    folds = report["folds"]
     if report["split"] == "family":
-        lines.append("")
-        lines.append(f"{'held-out family':28s}" + "".join(f"{m:>17s}" for m in models)
-                     + "   (mean NRMSE, MAPE%)")
+        what = (f"split: family, {len(folds)} fold(s) (one per held-out family), "
+                f"{report['n_test']} test jobs pooled")
+    else:
+        f = folds[0]
+        what = (f"split: {f['kind']} by architecture (train {f['n_train']}, val {f['n_val']}, "
+                f"calibration {f['n_calibration']}, test {f['n_test']} jobs)")
+    lines = [where, what]
+    if report.get("noise_floor"):
+        nf = report["noise_floor"]
+        lines.append(f"noise floor: {nf['again']} ({nf['n_jobs']} jobs measured twice)")
+    return lines
+
+
+def format_table(report: dict, key: str = "nrmse") -> list[str]:
+    """Per target: the noise floor (if any), each estimator's pooled error, the best and, with a
+    floor, whether it is within 2x; then the mean over targets and the win counts."""
+    models = report["estimators"]
+    width = max(9, *(len(m) + 1 for m in models))
+    pct = key == "mape"
+    has_floor = report.get("floor_check") is not None
+
+    def cell(v):
+        if v is None:
+            return f"{'-':>{width}s}"
+        return f"{v:>{width}.1f}" if pct else f"{v:>{width}.3f}"
+
+    label = "MAPE % on test jobs" if pct else "NRMSE on test jobs"
+    head = f"{label:28s}" + (f"{'floor':>{width}s}" if has_floor else "")
+    head += "".join(f"{m:>{width}s}" for m in models) + "   best"
+    if has_floor:
+        head += "      vs floor"
+    lines = [head]
+    for target in report["targets"]:
+        row = f"{target:28s}"
+        check = (report["floor_check"] or {}).get(key, {}).get(target) if has_floor else None
+        if has_floor:
+            row += cell(check["floor"] if check else None)
+        errors = {m: report["scores"][m][target][key] for m in models}
+        row += "".join(cell(errors[m]) for m in models)
+        known = {m: e for m, e in errors.items() if e is not None}
+        best = min(known, key=known.get) if known else "-"
+        row += f"   {best:{max(4, width - 1)}s}"
+        if has_floor and check and check["ratio"] is not None:
+            row += f" {ratio_text(check['ratio']):>6s} {'ok' if check['within'] else 'over 2x'}"
+        lines.append(row)
+    mean = f"{'mean over targets':28s}" + (cell(None) if has_floor else "")
+    lines.append(mean + "".join(cell(report["scores"][m]["mean"][key]) for m in models))
+    wins = f"{'targets won':28s}" + (f"{'':>{width}s}" if has_floor else "")
+    lines.append(wins + "".join(f"{report['wins'][key][m]:>{width}d}" for m in models))
+    return lines
+
+
+def ratio_text(ratio: float) -> str:
+    """``2.1x``; ``>100x`` for a floor so small (an exact label) that the ratio says nothing more."""
+    return ">100x" if ratio > 100 else f"{ratio:.1f}x"
+
+
+def format_report(report: dict) -> str:
+    """The report as text: NRMSE and MAPE tables per target, notes, per-fold means."""
+    lines = _title(report) + [""] + format_table(report, "nrmse") + [""] + format_table(report, "mape")
+    if report.get("notes"):
+        lines += ["", "notes:"] + [f"  {m}: {'; '.join(n)}" for m, n in report["notes"].items()]
+    if report["split"] == "family":
+        models = report["estimators"]
+        width = max(16, *(len(m) + 2 for m in models))
+        lines += ["", f"{'held-out family (test jobs)':28s}" + "".join(f"{m:>{width}s}" for m in models)
+                  + "   (mean over targets: NRMSE, MAPE %)"]
         for fold in report["folds"]:
-            name = f"{fold['held_out']} ({fold['n_test']})"
-            row = f"{name:28s}"
+            row = f"{fold['held_out'] + ' (' + str(fold['n_test']) + ')':28s}"
             for m in models:
                 e = fold["scores"][m]["mean"]
-                row += f"   {cell(e['nrmse'])} {cell(e['mape'], True)}"
+                text = f"{_num(e['nrmse'])} {'-' if e['mape'] is None else format(e['mape'], '.0f')}"
+                row += f"{text:>{width}s}"
             lines.append(row)
     return "\n".join(lines)
 
 
-def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspector", "gbr")) -> str:
-    """Predicted vs measured scatter per target (3 per row) for the report's folds."""
+def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspector", "hgb")) -> str:
+    """Predicted vs measured scatter per target (3 per row), test jobs of all folds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,12 +401,12 @@ def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspecto
     measured = np.concatenate([f["measured"] for f in report["folds"]])
     models = [m for m in models if m in report["folds"][0]["predictions"]]
     preds = {m: np.concatenate([f["predictions"][m] for f in report["folds"]]) for m in models}
-    names = target_names()
+    names = report["targets"]
     rows = -(-len(names) // 3)
     fig, axes = plt.subplots(rows, 3, figsize=(11, 3.25 * rows), squeeze=False)
     for ax in axes.flat[len(names):]:
         ax.set_visible(False)
-    markers = {"inspector": ("o", "tab:blue"), "gbr": ("x", "tab:orange"),
+    markers = {"inspector": ("o", "tab:blue"), "hgb": ("x", "tab:orange"),
                "knn": ("+", "tab:green"), "mean": (".", "tab:gray")}
     for j, (metric, ax) in enumerate(zip(names, axes.flat)):
         y = measured[:, j]
@@ -236,15 +415,18 @@ def plot_predictions(report: dict, path: str, models: Sequence[str] = ("inspecto
             marker, color = markers.get(m, ("o", None))
             nrmse = report["scores"][m][metric]["nrmse"]
             label = f"{m} (NRMSE {nrmse:.2f})" if nrmse is not None else m
-            ax.scatter(y[ok], preds[m][ok, j], s=14, marker=marker, color=color, alpha=0.7,
-                       label=label)
-        if ok.any():
+            ax.scatter(y[ok], preds[m][ok, j], s=14, marker=marker, color=color, alpha=0.7, label=label)
+        if ok.any() and models:
             lo = min(np.nanmin(y[ok]), min(np.nanmin(preds[m][ok, j]) for m in models))
             hi = max(np.nanmax(y[ok]), max(np.nanmax(preds[m][ok, j]) for m in models))
             ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         ax.set_title(metric, fontsize=9)
-        ax.set_xlabel(f"measured ({unit(metric)})", fontsize=8)
-        ax.set_ylabel(f"predicted ({unit(metric)})", fontsize=8)
+        try:
+            u = unit(metric)
+        except DripleError:
+            u = "?"
+        ax.set_xlabel(f"measured ({u})", fontsize=8)
+        ax.set_ylabel(f"predicted ({u})", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="upper left")
     fig.suptitle(f"{report['setting']} — {report['split']} split, test jobs", fontsize=11)

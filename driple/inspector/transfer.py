@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -109,7 +110,8 @@ def cache_frozen(model: Inspector, prepared: list, scheme: str) -> tuple[Trainab
 
 
 def subsample(split: Split, fraction: float, seed: int = 0) -> Split:
-    """Keep ``fraction`` of the training and validation jobs (at least one each); test stays."""
+    """Keep ``fraction`` of the training and validation jobs (at least one each); calibration and
+    test stay."""
     if not 0 < fraction <= 1:
         raise DripleError(f"fraction must be in (0, 1] (got {fraction})")
     rng = np.random.default_rng(seed)
@@ -120,8 +122,7 @@ def subsample(split: Split, fraction: float, seed: int = 0) -> Split:
         n = max(1, int(round(fraction * len(idx))))
         return sorted(rng.permutation(idx)[:n].tolist())
 
-    return Split(split.kind, take(split.train), take(split.val), list(split.test), seed=split.seed,
-                 held_out=split.held_out)
+    return replace(split, train=take(split.train), val=take(split.val))
 
 
 def finetune(

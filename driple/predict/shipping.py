@@ -4,7 +4,7 @@ Used by ``scripts/ship_inspectors.py``; kept in the library so the steps are tes
 same for every setting:
 
 1. :func:`calibrate` fits :class:`~driple.predict.intervals.ConformalIntervals` on the
-   inspector's validation jobs and measures their coverage on its test jobs (never seen in
+   split's calibration jobs and measures their coverage on its test jobs (never seen in
    training or calibration);
 2. :func:`ship` saves the checkpoint under ``trained_models/<setting>/``, writes
    ``MODEL_CARD.md`` and ``scores.json`` beside it and registers it with its checksum.
@@ -32,14 +32,15 @@ def _measured_predicted(inspector, dataset, idx):
 
 
 def calibrate(inspector, dataset, split, nominal: float = 0.9) -> dict:
-    """Fit intervals on ``split.val`` and measure coverage on ``split.test``; both are stored
-    in ``inspector.info`` (``intervals``, ``interval_coverage``) and the coverage returned."""
-    if len(split.val) < 2:
-        raise ValueError("calibration needs at least two validation jobs")
-    y_val, p_val = _measured_predicted(inspector, dataset, split.val)
-    intervals = ConformalIntervals(coverage=nominal).fit(y_val, p_val)
+    """Fit intervals on ``split.calibration`` (jobs used for nothing else) and measure coverage
+    on ``split.test``; both are stored in ``inspector.info`` (``intervals``,
+    ``interval_coverage``) and the coverage returned."""
+    if len(split.calibration) < 2:
+        raise ValueError("calibration needs at least two calibration jobs")
+    y_cal, p_cal = _measured_predicted(inspector, dataset, split.calibration)
+    intervals = ConformalIntervals(coverage=nominal).fit(y_cal, p_cal)
     inspector.info["intervals"] = intervals.to_dict()
-    result = {"nominal": nominal, "n_calibration": len(split.val)}
+    result = {"nominal": nominal, "n_calibration": len(split.calibration)}
     if split.test:
         y_test, p_test = _measured_predicted(inspector, dataset, split.test)
         low, high = intervals.interval(p_test)
@@ -96,7 +97,8 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
         "project's CPU host; see its README and provenance.json)",
         f"- split: {split.get('kind', '?')} (seed {split.get('seed', '?')}), "
         f"{len(split.get('train', []))} train / {len(split.get('val', []))} validation / "
-        f"{len(split.get('test', []))} test jobs; jobs measured on a busy host are left out",
+        f"{len(split.get('calibration', []))} calibration / {len(split.get('test', []))} test "
+        "jobs; jobs measured on a busy host are left out",
     ]
     if dataset_provenance:
         host = dataset_provenance.get("host", {})
@@ -126,7 +128,7 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
                  f"{_fmt(cov.get('mean'), 'frac')} |")
     lines += [
         "", f"Intervals: split conformal on log-ratio residuals of the {cov.get('n_calibration', '?')} "
-        f"validation jobs, nominal {_fmt(cov.get('nominal'), 'frac')}; the coverage column is measured "
+        f"calibration jobs (used for nothing else), nominal {_fmt(cov.get('nominal'), 'frac')}; the coverage column is measured "
         f"on the {cov.get('n', '?')} test jobs.",
         "", "## Reproduce", "", "```", command, "```", "",
         f"Trained {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on "

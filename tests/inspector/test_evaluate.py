@@ -3,13 +3,45 @@ import json
 import numpy as np
 import pytest
 
-from driple.inspector.baselines import MeanBaseline, TabularBaseline
-from driple.inspector.evaluate import evaluate, format_report, plot_predictions, to_json
-from driple.inspector.splits import random_split
+from driple.errors import DripleError
+from driple.inspector.dataset import InspectorDataset
+from driple.inspector.estimator_registry import make_estimator
+from driple.inspector.estimators import Estimator, positions
+from driple.inspector.evaluate import (evaluate, format_report, plot_predictions, run_folds,
+                                       source_split_for, to_json, win_counts)
+from driple.inspector.jobs import job_table
+from driple.inspector.scores import nrmse
+from driple.inspector.splits import family_splits, random_split
 from driple.inspector.train import TrainOptions, train_inspector
 from driple.metrics import METRICS
 
 OPTS = TrainOptions(epochs=3, patience=3)
+
+
+class Truth(Estimator):
+    """Predicts the measured targets: error 0 everywhere."""
+
+    name = "truth"
+
+    def fit(self, dataset, train, val):
+        return self
+
+    def predict(self, dataset, idx=None):
+        return dataset.targets[positions(dataset, idx)]
+
+
+class Peek(Estimator):
+    """Records what it was given; predicts 1."""
+
+    seen = []
+
+    def fit(self, dataset, train, val):
+        Peek.seen.append((list(train), list(val)))
+        self.note_ = "peeked"
+        return self
+
+    def predict(self, dataset, idx=None):
+        return np.ones((len(positions(dataset, idx)), len(dataset.target_names)))
 
 
 @pytest.fixture
@@ -18,41 +50,143 @@ def trained(dataset):
                            options=OPTS, progress=False)
 
 
-def test_baselines_by_hand():
-    X = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
-    y = np.array([[1.0, np.nan], [2.0, 4.0], [6.0, 8.0]])
-    mean = MeanBaseline().fit(X, y)
-    assert mean.predict(X[:1]).tolist() == [[3.0, 6.0]]
-    knn = TabularBaseline("knn").fit(X, y)
-    assert knn.predict(X).shape == (3, 2)
-    assert np.allclose(knn.predict(X)[:, 0], y[:, 0])  # distance weights: exact at training points
+def test_run_folds_by_hand(dataset):
+    folds = family_splits(dataset)
+    Peek.seen = []
+    report = run_folds(dataset, folds, {"truth": lambda f: Truth(), "mean": lambda f: make_estimator("mean"),
+                                        "peek": lambda f: Peek()}, progress=False)
+    y = dataset.targets
+    assert [f["held_out"] for f in report["folds"]] == ["alpha", "beta", "gamma"]
+    # estimators see the fold's train and val jobs only
+    assert Peek.seen == [(f.train, f.val) for f in folds]
+    for fold, entry in zip(folds, report["folds"]):
+        assert np.allclose(entry["predictions"]["mean"], y[fold.train].mean(0))  # train only, not val
+        assert entry["calibration_predictions"]["truth"].shape == (len(fold.calibration), len(METRICS))
+    # pooled: every test job once, one normalisation per target
+    measured = np.concatenate([y[f.test] for f in folds])
+    pooled_mean = np.concatenate([np.tile(y[f.train].mean(0), (len(f.test), 1)) for f in folds])
+    assert report["n_test"] == len(y)
+    for j, t in enumerate(METRICS):
+        assert report["scores"]["mean"][t]["nrmse"] == pytest.approx(nrmse(measured[:, j], pooled_mean[:, j])[0])
+        assert report["scores"]["truth"][t]["nrmse"] == 0
+    # fold_mean: the mean of the folds' tables
+    assert report["fold_mean"]["mean"]["mean"]["nrmse"] == pytest.approx(
+        np.mean([f["scores"]["mean"]["mean"]["nrmse"] for f in report["folds"]]))
+    assert report["wins"]["nrmse"] == {"truth": 12, "mean": 0, "peek": 0}
+    assert report["notes"] == {"peek": ["peeked"]}
+    text = format_report(report)
+    assert "held-out family" in text and "targets won" in text and "peek: peeked" in text
+    json.dumps(to_json(report))
+
+
+def test_noise_floor_beside_the_table(dataset):
+    folds = [random_split(dataset)]
+    floor = {"again": "S-retest", "jobs": ["a", "b"],
+             "labels": {t: {"nrmse": 0.05, "mape": 4.0, "n": 2} for t in METRICS}}
+    report = run_folds(dataset, folds, {"truth": lambda f: Truth(), "mean": lambda f: make_estimator("mean")},
+                       floor=floor, progress=False)
+    check = report["floor_check"]["nrmse"]["tx_burst_amount"]
+    assert check == {"floor": 0.05, "best": "truth", "error": 0.0, "ratio": 0.0, "within": True}
+    assert report["noise_floor"]["n_jobs"] == 2
+    text = format_report(report)
+    assert "noise floor: S-retest (2 jobs measured twice)" in text and "floor" in text and "0.0x ok" in text
+
+
+def test_win_counts_ties_count_for_both():
+    t = lambda e: {"a": {"nrmse": e, "mape": None}}  # noqa: E731
+    assert win_counts({"x": t(0.1), "y": t(0.1), "z": t(0.2)}, ["a"])["nrmse"] == {"x": 1, "y": 1, "z": 0}
+    assert win_counts({"x": t(0.1)}, ["a"])["mape"] == {"x": 0}
+
+
+def test_a_wrong_shaped_prediction_is_named(dataset):
+    class Bad(Truth):
+        def predict(self, dataset, idx=None):
+            return np.zeros((1, 2))
+
+    with pytest.raises(DripleError, match="estimator 'bad' predicted an array of shape"):
+        run_folds(dataset, [random_split(dataset)], {"bad": lambda f: Bad()}, progress=False)
 
 
 def test_evaluate_random_uses_checkpoint_test_jobs(dataset, trained):
-    assert trained.info["builder"] == {"groups": 100, "grouping": "uniform", "features": "driple",
-                                       "seed": 42}  # what shaped its graphs, seed included
+    record = trained.info["split"]
+    assert record["group_by"] == "architecture" and record["calibration"]
     report = evaluate(trained, dataset, split="random", progress=False)
     fold = report["folds"][0]
-    assert fold["test_job_ids"] == trained.info["split"]["test"]
-    assert set(report["scores"]) == {"inspector", "mean", "gbr"}
+    assert fold["test_job_ids"] == record["test"]
+    assert report["estimators"] == ["inspector", "mean", "hgb", "knn"]
     assert set(report["scores"]["inspector"]) == {*METRICS, "mean"}
-    # the mean baseline predicts the mean of the train + validation jobs
-    fit_idx = sorted(set(random_split(dataset).train) | set(random_split(dataset).val))
-    assert np.allclose(fold["predictions"]["mean"][0], dataset.targets[fit_idx].mean(0))
+    train = [dataset.job_ids.index(j) for j in record["train"]]
+    assert np.allclose(fold["predictions"]["mean"][0], dataset.targets[train].mean(0))
+    assert np.allclose(fold["predictions"]["inspector"],
+                       trained.predict([dataset[dataset.job_ids.index(j)] for j in record["test"]]))
     text = format_report(report)
-    assert "tx_burst_amount" in text and "inspector" in text and "gbr" in text
-    json.dumps(to_json(report))  # JSON-ready without the arrays
+    assert "tx_burst_amount" in text and "inspector" in text and "hgb" in text and "calibration" in text
 
 
-def test_evaluate_family_retrains_per_family(dataset, trained):
-    report = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False)
+def test_evaluate_old_record_leaves_out_seen_jobs(dataset, trained):
+    record = dict(trained.info["split"])
+    trained.info["split"] = {k: v for k, v in record.items() if k not in ("group_by", "calibration")}
+    report = evaluate(trained, dataset, baselines=("mean",), progress=False)
+    tested = set(report["folds"][0]["test_job_ids"])
+    assert tested and not tested & (set(record["train"]) | set(record["val"]))
+
+
+def test_evaluate_family_retrains_per_family_and_caches(dataset, trained):
+    cache = {}
+    report = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
+                      overrides={"epochs": 2}, cache=cache)
     assert [f["held_out"] for f in report["folds"]] == ["alpha", "beta", "gamma"]
-    means = [f["scores"]["inspector"]["mean"]["nrmse"] for f in report["folds"]]
-    assert report["scores"]["inspector"]["mean"]["nrmse"] == pytest.approx(np.mean(means))
-    assert "held-out family" in format_report(report)
+    assert len(cache) == 3 and report["inspector"] == "retrained per fold"
+    again = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
+                     overrides={"epochs": 2}, cache=cache)
+    assert len(cache) == 3 and again["scores"] == report["scores"]
     one = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
-                   families=["beta"])
+                   families=["beta"], overrides={"epochs": 2})
     assert [f["held_out"] for f in one["folds"]] == ["beta"]
+    assert one["folds"][0]["scores"] == report["folds"][1]["scores"]  # same fold, same training
+
+
+@pytest.fixture
+def target(fake_builder, write_dataset, tmp_path):
+    root = write_dataset(tmp_path / "cpu-ddp-w2-1g", setting="cpu-ddp-w2-1g")
+    return InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
+
+
+def test_transferred_family_split_retrains_the_source_without_the_family(dataset, trained, target):
+    from driple.inspector.transfer import finetune
+
+    tuned = finetune(trained, target, split=random_split(target), options=OPTS, progress=False)
+    with pytest.raises(DripleError, match="needs its source"):
+        evaluate(tuned, target, split="family", progress=False)
+    seen = evaluate(tuned, target, split="family", baselines=(), source=trained, progress=False,
+                    overrides={"epochs": 2})
+    assert seen["notes"]["inspector"] == [f"family {f} seen in source (cpu-ddp-w2-lo)"
+                                          for f in ("alpha", "beta", "gamma")]
+    cache = {}
+    honest = evaluate(tuned, target, split="family", baselines=(), source=trained, source_dataset=dataset,
+                      retrain_source=True, progress=False, overrides={"epochs": 2}, cache=cache)
+    assert honest["notes"] == {} and honest["transfer"]["source_retrained"] is True
+    # one source per fold, none trained or validated on a job of its held-out family
+    fams = dict(zip(dataset.job_ids, dataset.families))
+    held = set()
+    for model in cache.values():
+        used = {fams[j] for j in model.info["split"]["train"] + model.info["split"]["val"]}
+        assert len(used) == 2
+        held |= {"alpha", "beta", "gamma"} - used
+    assert held == {"alpha", "beta", "gamma"} and len(cache) == 3
+    # the source setting's own family evaluation trains the same folds: all reused
+    evaluate(trained, dataset, split="family", baselines=(), progress=False, overrides={"epochs": 2},
+             cache=cache)
+    assert len(cache) == 3
+
+
+def test_source_split_for_a_random_fold_holds_out_the_test_architectures(dataset, target):
+    fold = random_split(target, seed=1)
+    ssplit = source_split_for(fold, target, dataset, seed=1)
+    archs = set(job_table(target)["architecture"].iloc[fold.test])
+    source = job_table(dataset)["architecture"]
+    assert {source[i] for i in ssplit.test} == archs
+    assert not archs & {source[i] for i in ssplit.train + ssplit.val + ssplit.calibration}
 
 
 def test_plot(tmp_path, dataset, trained):
@@ -62,9 +196,13 @@ def test_plot(tmp_path, dataset, trained):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-def test_evaluate_other_dataset_leaves_out_training_jobs(dataset, trained):
-    record = dict(trained.info["split"])
-    trained.info["split"] = {**record, "test": ["not-in-dataset"]}  # as if trained elsewhere
-    report = evaluate(trained, dataset, baselines=("mean",), progress=False)
-    tested = set(report["folds"][0]["test_job_ids"])
-    assert tested and not tested & (set(record["train"]) | set(record["val"]))
+def test_retraining_rebuilds_the_checkpoint_configuration_or_refuses():
+    from driple.inspector.estimators import training_kwargs
+
+    config = {"in_channels": 3, "hidden_channels": 8, "out_channels": 12, "num_repeats": 2,
+              "set2set_steps": 3, "dropout": 0.0, "tuned_from": None, "graph_channels": 6}
+    assert training_kwargs(config) == {"hidden_channels": 8, "num_repeats": 2, "set2set_steps": 3,
+                                       "dropout": 0.0, "graph_attr": True}
+    assert training_kwargs({**config, "graph_channels": 0})["graph_attr"] is False
+    with pytest.raises(DripleError, match="takes no prior_width"):
+        training_kwargs({**config, "prior_width": 4})  # a model train_inspector cannot build

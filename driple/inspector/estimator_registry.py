@@ -1,0 +1,73 @@
+"""Estimators by name: the baselines, the paper's graph network, and any registered one.
+
+:func:`make_estimator` makes a fresh :class:`~driple.inspector.estimators.Estimator` by name
+(what ``driple evaluate --estimators`` and ``scripts/reproduce.py --estimators`` take); a new
+kind is one :func:`register_estimator` of a factory
+``factory(seed=, options=, progress=, cache=) -> Estimator``, e.g. a hybrid inspector::
+
+    register_estimator("hybrid", lambda seed=0, options=None, progress=False, cache=None:
+                       GNNEstimator(options=options, progress=progress, cache=cache, name="hybrid",
+                                    graph_attr=True))
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from driple.errors import DripleError
+from driple.inspector.baselines import HGBBaseline, MeanBaseline, NearestArchitecture
+from driple.inspector.estimators import Estimator, GNNEstimator
+
+Factory = Callable[..., Estimator]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register_estimator(name: str, factory: Factory) -> Factory:
+    """Make ``factory(seed=, options=, progress=, cache=) -> Estimator`` available as ``name``
+    (to :func:`make_estimator`, ``driple evaluate --estimators`` and ``scripts/reproduce.py``)."""
+    if name in _builtin_names():
+        raise DripleError(f"estimator {name!r} is built in")
+    _REGISTRY[name] = factory
+    return factory
+
+
+def unregister_estimator(name: str) -> None:
+    """Forget a registered estimator (built-in ones stay)."""
+    _REGISTRY.pop(name, None)
+
+
+def _builtin() -> dict[str, Factory]:
+    def gnn(seed=0, options=None, progress=False, cache=None):
+        """The paper's pure graph network: no graph-level inputs (K = 10, see the design study)."""
+        from dataclasses import replace
+
+        from driple.inspector.train import TrainOptions
+
+        options = replace(options or TrainOptions(epochs=150, patience=20), seed=seed)
+        return GNNEstimator(options=options, progress=progress, cache=cache, num_repeats=10,
+                            graph_attr=False)
+
+    return {
+        "mean": lambda seed=0, **_: MeanBaseline(),
+        "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
+        "knn": lambda seed=0, **_: NearestArchitecture(),
+        "gnn": gnn,
+    }
+
+
+def _builtin_names() -> tuple[str, ...]:
+    return ("mean", "hgb", "knn", "gnn")
+
+
+def estimator_names() -> tuple[str, ...]:
+    """Names :func:`make_estimator` knows: the built-in ones, then the registered ones."""
+    return (*_builtin_names(), *_REGISTRY)
+
+
+def make_estimator(name: str, seed: int = 0, options=None, progress: bool = False,
+                   cache: Optional[dict] = None) -> Estimator:
+    """A fresh estimator by name: ``mean``, ``hgb``, ``knn`` (baselines), ``gnn`` (the paper's
+    graph network trained from scratch with ``options``), or a registered one."""
+    factories = {**_builtin(), **_REGISTRY}
+    if name not in factories:
+        raise DripleError(f"unknown estimator {name!r}; choose among {', '.join(estimator_names())}")
+    return factories[name](seed=seed, options=options, progress=progress, cache=cache)

@@ -1,0 +1,92 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from driple.errors import DripleError
+from driple.inspector.baselines import (HGBBaseline, JobRows, MeanBaseline, NearestArchitecture,
+                                        job_rows)
+from driple.inspector.estimator_registry import (estimator_names, make_estimator,
+                                                 register_estimator, unregister_estimator)
+from driple.inspector.estimators import Estimator
+
+
+def rows(attrs, optimizers, models, y=None, batch=None):
+    attrs = np.asarray(attrs, dtype=np.float64)
+    n = len(attrs)
+    table = pd.DataFrame({"job_id": [f"j{i}" for i in range(n)], "family": models, "model": models,
+                          "architecture": [f"{m} {a[0]:g}" for m, a in zip(models, attrs)],
+                          "batch_size": batch or [8] * n, "optimizer": optimizers})
+    return JobRows(attrs, table, None if y is None else np.asarray(y, dtype=np.float64))
+
+
+def test_mean_by_hand():
+    train = rows([[1], [2], [3]], ["sgd"] * 3, ["m"] * 3, y=[[1.0, np.nan], [2.0, 4.0], [6.0, 8.0]])
+    pred = MeanBaseline().fit_rows(train).predict_rows(rows([[9], [9]], ["sgd"] * 2, ["m"] * 2))
+    assert pred.tolist() == [[3.0, 6.0], [3.0, 6.0]]
+
+
+def test_nearest_architecture_by_hand():
+    # attributes e^1 - 1, e^2 - 1, e^4 - 1: log1p gives 1, 2, 4 (mean 7/3, std sqrt(14/9))
+    a = np.expm1([[1.0], [2.0], [4.0]])
+    train = rows(a, ["sgd", "sgd", "adam"], ["cnn", "cnn", "lm"], y=[[10.0], [20.0], [40.0]])
+    knn = NearestArchitecture().fit_rows(train)
+    std = np.sqrt(14 / 9)
+    # a job at log1p = 2.9 with sgd, model cnn: distances |2.9 - x| / std (+ 1 for adam, + 1 for lm)
+    query = rows(np.expm1([[2.9]]), ["sgd"], ["cnn"])
+    d = knn.distances(query)[0]
+    assert d == pytest.approx([1.9 / std, 0.9 / std, 1.1 / std + 2])
+    assert knn.predict_rows(query).tolist() == [[20.0]]  # copies the nearest configuration
+    # the same job with adam on an lm: the third configuration is now at 1.1 / std
+    assert knn.predict_rows(rows(np.expm1([[2.9]]), ["adam"], ["lm"])).tolist() == [[40.0]]
+    # k = 2 averages the two nearest configurations
+    assert NearestArchitecture(k=2).fit_rows(train).predict_rows(query).tolist() == [[15.0]]
+
+
+def test_nearest_architecture_averages_the_jobs_of_a_configuration():
+    # two measurements of one configuration (same architecture, batch, optimizer) and another
+    train = rows([[1.0], [1.0], [50.0]], ["sgd"] * 3, ["m"] * 3, y=[[2.0, np.nan], [4.0, 6.0], [100.0, 100.0]])
+    knn = NearestArchitecture().fit_rows(train)
+    assert knn.labels_.tolist() == [[3.0, 6.0], [100.0, 100.0]]
+    assert knn.predict_rows(rows([[1.5]], ["sgd"], ["m"])).tolist() == [[3.0, 6.0]]
+
+
+def test_hgb_learns_a_log_scale_relation_and_chooses_iterations_on_validation():
+    rng = np.random.default_rng(0)
+    x = np.exp(rng.uniform(0, 7, size=(200, 1)))  # 1 to 1100, evenly on a log scale
+    y = np.hstack([3 * x, np.full((200, 1), 5.0)])  # a target proportional to x; a constant
+    opts = ["sgd"] * 200
+    train, val = rows(x[:150], opts[:150], ["m"] * 150, y[:150]), rows(x[150:], opts[150:], ["m"] * 50, y[150:])
+    hgb = HGBBaseline(max_iter=50, min_samples_leaf=5).fit_rows(train, val)
+    assert 1 <= hgb.n_iter_[0] <= 50
+    pred = hgb.predict_rows(rows([[10.0], [500.0]], ["adam", "sgd"], ["m", "m"]))  # adam: unseen
+    assert pred[:, 0] == pytest.approx([30.0, 1500.0], rel=0.25)
+    assert pred[:, 1] == pytest.approx([5.0, 5.0], rel=1e-6)
+    assert HGBBaseline(max_iter=7).fit_rows(train).n_iter_[0] == 7  # no validation: all iterations
+
+
+def test_estimators_on_a_dataset(dataset):
+    train, val, test = list(range(6)), [6, 7], [8, 9, 10, 11]
+    y = dataset.targets
+    for name in ("mean", "hgb", "knn"):
+        est = make_estimator(name).fit(dataset, train, val)
+        assert isinstance(est, Estimator) and est.predict(dataset, test).shape == (4, y.shape[1])
+        assert est.predict(dataset).shape == y.shape
+    assert np.allclose(make_estimator("mean").fit(dataset, train, val).predict(dataset, [0])[0],
+                       y[train].mean(0))
+    r = job_rows(dataset, [3, 1])
+    assert r.table["job_id"].tolist() == [dataset.job_ids[3], dataset.job_ids[1]]
+    assert np.allclose(r.attrs, dataset.graph_attrs[[3, 1]]) and np.allclose(r.y, y[[3, 1]])
+
+
+def test_registry():
+    assert estimator_names()[:4] == ("mean", "hgb", "knn", "gnn")
+    with pytest.raises(DripleError, match="unknown estimator 'nope'"):
+        make_estimator("nope")
+    with pytest.raises(DripleError, match="built in"):
+        register_estimator("mean", lambda **_: MeanBaseline())
+    register_estimator("zero", lambda **_: MeanBaseline())
+    try:
+        assert "zero" in estimator_names() and isinstance(make_estimator("zero"), MeanBaseline)
+    finally:
+        unregister_estimator("zero")
+    assert "zero" not in estimator_names()

@@ -1,0 +1,98 @@
+"""``scripts/reproduce.py`` on tiny datasets and a tiny registry: its accuracy rows are what
+``driple evaluate`` prints for the same checkpoint and split (one code path)."""
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import driple.inspector.dataset as dataset_module
+from driple.cli import main as driple_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def reproduce():
+    spec = importlib.util.spec_from_file_location("reproduce_script", ROOT / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def shipped(tmp_path, write_dataset, fake_builder, monkeypatch):
+    """datasets/{cpu-ddp-w2-lo, -lo-retest, cpu-ddp-w2-1g} and a registry holding a source
+    inspector (lo) and one transferred from it (1g)."""
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import TrainOptions, train_inspector
+    from driple.inspector.transfer import finetune
+    from driple.predict.shipping import calibrate, ship
+
+    monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
+    monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
+    data = tmp_path / "datasets"
+    lo = write_dataset(data / "cpu-ddp-w2-lo", n_configs=24)
+    one_g = write_dataset(data / "cpu-ddp-w2-1g", n_configs=24, setting="cpu-ddp-w2-1g")
+    retest = write_dataset(data / "cpu-ddp-w2-lo-retest", n_configs=6, repeats=1)
+    lines = Path(retest, "results.csv").read_text().splitlines()  # measured again: 10 % more compute
+    col = lines[0].split(",").index("compute_burst_amount")
+    rows = []
+    for line in lines[1:]:
+        cells = line.split(",")  # no comma inside a cell of these rows
+        cells[col] = f"{float(cells[col]) * 1.1!r}"
+        rows.append(",".join(cells))
+    Path(retest, "results.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+
+    options = TrainOptions(epochs=2, patience=2)
+    src_ds = InspectorDataset(lo, progress=False)
+    split = random_split(src_ds)
+    source = train_inspector(src_ds, split, hidden_channels=8, num_repeats=2, options=options, progress=False)
+    calibrate(source, src_ds, split)
+    models = tmp_path / "models"
+    ship(source, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models,
+         default=True)
+    tgt_ds = InspectorDataset(one_g, progress=False)
+    tsplit = random_split(tgt_ds)
+    tuned = finetune(source, tgt_ds, split=tsplit, options=options, progress=False)
+    calibrate(tuned, tgt_ds, tsplit)
+    ship(tuned, "cpu-ddp-w2-1g", description="target", trained="test", command="pytest", root=models)
+    for d in (lo, one_g):
+        shutil.rmtree(Path(d) / "processed")
+    return data, models
+
+
+def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeypatch, capsys):
+    data, models = shipped
+    out, work = tmp_path / "eval", tmp_path / "work"
+    argv = ["--sections", "retest,accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
+            "--out", str(out), "--work-dir", str(work), "--splits", "family", "--families", "beta",
+            "--estimators", "mean,hgb", "--epochs", "2", "--quiet"]
+    assert reproduce.main(argv) == 0
+    assert not (data / "cpu-ddp-w2-lo" / "processed").exists()  # built in the work dir
+    acc = json.loads((out / "accuracy.json").read_text())["settings"]
+    assert list(acc) == ["cpu-ddp-w2-lo", "cpu-ddp-w2-1g"]
+    lo = acc["cpu-ddp-w2-lo"]["family"]
+    assert lo["estimators"] == ["inspector", "mean", "hgb"]
+    # the retest measured compute 10 % higher: a floor MAPE of 0.1 / 1.1 on that label
+    assert lo["floor_check"]["mape"]["compute_burst_amount"]["floor"] == pytest.approx(100 * 0.1 / 1.1)
+    assert lo["floor_check"]["mape"]["tx_burst_amount"]["floor"] == 0
+    assert lo["coverage"]["mean"]["nominal"] == 0.9 and 0 <= lo["coverage"]["mean"]["mean"] <= 1
+    retest = json.loads((out / "retest.json").read_text())["settings"]["cpu-ddp-w2-lo"]
+    assert retest["timeline"]["retest"]["compute_burst_amount"]["median_rel_diff"] == pytest.approx(0.1 / 1.05)
+    text = (out / "results.md").read_text()
+    assert "### cpu-ddp-w2-1g, family split" in text and "vs floor" in text
+    capsys.readouterr()
+
+    monkeypatch.setenv("DRIPLE_MODELS", str(models))
+    monkeypatch.chdir(tmp_path)
+    assert driple_main(["evaluate", str(models / "cpu-ddp-w2-1g"), "--dataset", str(data / "cpu-ddp-w2-1g"),
+                        "--split", "family", "--family", "beta", "--retrain-source", "--estimators",
+                        "mean,hgb", "--epochs", "2", "--quiet", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["scores"] == acc["cpu-ddp-w2-1g"]["family"]["scores"]
+    assert cli["transfer"] == {"from_setting": "cpu-ddp-w2-lo", "scheme": "paper", "source_retrained": True}
+    assert os.path.exists(out / "results.md")
