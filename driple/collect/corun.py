@@ -23,8 +23,10 @@ iteration (after warm-up) on any of its workers to the end of the last one; the 
 intersection of the jobs' windows (CLOCK_MONOTONIC, one clock for every process of the host).
 Times in ``coruns.csv`` and in :func:`read_corun` are seconds since the co-run's *origin*, the
 earliest start of the jobs' samplers. The jobs are launched together, but each finishes its
-start-up and warm-up at its own pace (seconds apart on a busy host), so the overlap is shorter
-than ``seconds``: measure a few seconds longer than the overlap you need. :func:`read_corun` gives each job's series on that axis,
+start-up and warm-up at its own pace (seconds apart on a busy host): every worker waits at a
+start gate after its warm-up until all workers of all jobs are warm
+(:func:`~driple.collect.workers.common.wait_at_start_gate`), so the windows start together and
+the overlap is about the shortest job's measurement. :func:`read_corun` gives each job's series on that axis,
 ready for :func:`measured_combined` (measured burst collisions).
 
 Why a process per job: the launcher's signal handling and its emulated cluster (one per
@@ -320,13 +322,17 @@ def run_corun(
     started = datetime.now(timezone.utc)
     t_start = time.monotonic()
     ports = _reserve_ports(len(children)) if not setting.emulated else []
+    # every worker of every job waits for the others after its warm-up: the measurements overlap
+    gate = {"dir": str((work / "gate").resolve()), "parties": setting.workers * len(children),
+            "timeout_s": job_timeout / 2}
+    (work / "gate").mkdir()
     failure = ""
     interrupted = False
     try:
         with signals_as_interrupt():
             for child, port in zip(children, ports or [None] * len(children)):
                 _launch(child, setting, seconds, out_dir, job_timeout, period_s,
-                        port.getsockname()[1] if port else None)
+                        port.getsockname()[1] if port else None, gate)
             _release(ports)
             failure = _supervise(children, deadline=time.monotonic() + job_timeout + 60.0)
     except KeyboardInterrupt:
@@ -403,11 +409,12 @@ def _child_command(config: Path) -> list[str]:
 
 
 def _launch(child: _Child, setting: Setting, seconds: float, out_dir: Path, timeout: float,
-            period_s: float, port: int | None) -> None:
+            period_s: float, port: int | None, start_gate: dict) -> None:
     child.config.write_text(json.dumps({
         "spec": child.spec.to_dict(), "setting": setting.id, "seconds": seconds,
         "out_dir": str(out_dir.resolve()), "job_id": child.job_id, "timeout": timeout,
         "period_s": period_s, "master_port": port, "result": str(child.result.resolve()),
+        "start_gate": start_gate,
     }))
     log = open(child.log, "wb")
     try:  # same process group: a Ctrl-C in the terminal reaches the collectors too
@@ -870,7 +877,8 @@ def _child_main(config_path: str) -> int:
         result = run_job(JobSpec.from_dict(cfg["spec"]), cfg["setting"], seconds=cfg["seconds"],
                          out_dir=cfg["out_dir"], timeout=cfg["timeout"], period_s=cfg["period_s"],
                          job_id=cfg["job_id"], record=False,
-                         master_port=cfg.get("master_port"))  # the co-run's: one port per job
+                         master_port=cfg.get("master_port"),  # the co-run's: one port per job
+                         start_gate=cfg.get("start_gate"))
     except JobInterrupted as interrupted:
         result, code = interrupted.result, 130
     except DripleError as err:

@@ -73,6 +73,7 @@ def run_job(
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
     timeline: str = "marks",
     master_port: int | None = None,
+    start_gate: dict | None = None,
 ) -> JobResult:
     """Launch ``spec`` in ``setting`` for real, measure after warm-up, return its row.
 
@@ -125,7 +126,7 @@ def run_job(
     (work / "job.json").write_text(json.dumps({
         "workdir": str(work.resolve()), "timeout": timeout, "seconds": float(seconds),
         "min_iterations": int(min_iterations), "max_seconds": max_seconds, "timeline": timeline,
-        "setting": setting.to_dict(), "spec": spec.to_dict(),
+        "setting": setting.to_dict(), "spec": spec.to_dict(), "start_gate": start_gate,
     }))
 
     run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port)

@@ -144,6 +144,29 @@ def single_thread() -> None:
         pass
 
 
+def wait_at_start_gate(job: dict, name: str, poll_s: float = 0.005) -> bool:
+    """Co-runs: wait after warm-up until every worker of every job of the co-run is warm.
+
+    Jobs of a co-run start together but warm up at their own pace (seconds apart on a busy
+    host); without the gate the first job can finish measuring before the last one starts.
+    ``job["start_gate"]`` is ``{"dir", "parties", "timeout_s"}``: each worker leaves a file
+    in ``dir`` and waits until ``parties`` files are there. After ``timeout_s`` it measures
+    anyway (returns False); the co-run's overlap check then says the windows missed.
+    No gate (a job on its own): returns True at once.
+    """
+    gate = job.get("start_gate")
+    if not gate:
+        return True
+    gate_dir = Path(gate["dir"])
+    (gate_dir / f"{name}.{os.getpid()}").touch()  # one file per process: names repeat across jobs
+    deadline = time.monotonic() + float(gate["timeout_s"])
+    while len(os.listdir(gate_dir)) < int(gate["parties"]):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def announce(workdir: Path, name: str) -> None:
     """Write ``<name>.pid`` atomically so the launcher can sample this process."""
     tmp = workdir / f".{name}.pid.tmp"

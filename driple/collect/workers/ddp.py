@@ -40,6 +40,7 @@ from driple.collect.workers.common import (
     run_and_exit,
     single_thread,
     sync,
+    wait_at_start_gate,
     write_info,
 )
 
@@ -203,6 +204,7 @@ def run(job: dict) -> int:
         return took
 
     warm = [step() for _ in range(spec["warmup"])]
+    wait_at_start_gate(job, name)
     iterations = spec["iterations"]
     if iterations is None:
         typical = statistics.median(warm[len(warm) // 2:])

@@ -38,6 +38,7 @@ from driple.collect.workers.common import (
     run_and_exit,
     single_thread,
     sync,
+    wait_at_start_gate,
     write_info,
 )
 from driple.strategies.ps import ps_shards  # the input builder's placement, so graph and job agree
@@ -213,6 +214,7 @@ def run(job: dict) -> int:
         return log.end(recorder.end_iteration())
 
     warm = [step() for _ in range(spec["warmup"])]
+    wait_at_start_gate(job, name)
     iterations = spec["iterations"]
     if iterations is None:
         typical = statistics.median(warm[len(warm) // 2:])
