@@ -468,10 +468,9 @@ def _fake_parameter(t: torch.Tensor, fake_mode) -> torch.Tensor:
 def _fake_batch(value: Any, fake_mode) -> Any:
     """The example batch as the trace reads it: a meta tensor (shapes only, see
     :func:`driple.zoo.workload.example_batch`) becomes a fake tensor on the default device, a
-    real tensor a fake one (its data is never read); nested ones on meta are converted too."""
-    if isinstance(value, torch.Tensor):
-        return _like(value, fake_mode) if value.is_meta else fake_mode.from_tensor(value)
-    return _map_tensors(value, lambda t: _like(t, fake_mode) if t.is_meta else t)
+    real tensor a fake one (its data is never read); so are those nested in tuples, lists and
+    dicts (keyword inputs)."""
+    return _map_tensors(value, lambda t: _like(t, fake_mode) if t.is_meta else fake_mode.from_tensor(t))
 
 
 def _split_batch(example_batch: Any) -> tuple[Any, Any]:

@@ -332,12 +332,11 @@ def _module_inputs(model: str, module) -> tuple[Any, int | None]:
     else its ``config.vocab_size`` (a Hugging Face model)."""
     import torch
 
-    raw = getattr(module, "input_dtype", None)
+    given = getattr(module, "input_dtype", None)
     own_vocab = module.__dict__.get("vocab_size")
-    if isinstance(raw, str):
-        raw = getattr(torch, raw.removeprefix("torch."), None)
-    if raw is not None and not isinstance(raw, torch.dtype):
-        raise DripleError(f"{model}: input_dtype {getattr(module, 'input_dtype')!r} is not a torch dtype "
+    raw = getattr(torch, given.removeprefix("torch."), None) if isinstance(given, str) else given
+    if given is not None and not isinstance(raw, torch.dtype):
+        raise DripleError(f"{model}: input_dtype {given!r} is not a torch dtype "
                           "(e.g. torch.long, torch.float32)")
     if raw is None:
         raw = torch.long if isinstance(own_vocab, int) and not isinstance(own_vocab, bool) else None
