@@ -216,14 +216,18 @@ class _WithDefaultLoss:
 
 
 def check_models(names) -> None:
-    """Fail early, before any process starts, on a zoo name the zoo does not know.
+    """Fail early, before any process starts, on a zoo name the zoo does not know or a user
+    file (``file.py:function``) that is not there.
 
-    User code (``module:function``) is not imported here; a mistake there fails its job.
+    User code is not imported here; a mistake inside it fails its job.
     """
     from driple.zoo.registry import get_spec
 
-    for name in sorted({n for n in names if ":" not in n}):
-        get_spec(name)
+    for name in sorted(set(names)):
+        if ":" not in name:
+            get_spec(name)
+        elif name.rpartition(":")[0].endswith(".py"):
+            find_user_file(name.rpartition(":")[0], name)
 
 
 def load_user_function(ref: str) -> Callable:

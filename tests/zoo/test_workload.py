@@ -235,3 +235,13 @@ def _source(obj) -> str:
     import textwrap
 
     return textwrap.dedent(inspect.getsource(obj))
+
+
+def test_a_sweep_checks_user_files_before_it_starts(tmp_path):
+    from driple.zoo.workload import check_models
+
+    check_models(["mlp", f"{USER}:tiny_mlp", "some_package.models:build"])  # modules are not imported
+    with pytest.raises(DripleError, match="no such file"):
+        check_models(["mlp", f"{tmp_path}/gone.py:build"])
+    with pytest.raises(DripleError, match="unknown model"):
+        check_models(["no_such_zoo_model"])
