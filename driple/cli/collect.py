@@ -10,6 +10,7 @@ from driple.collect.results import CONTENDED_PCT
 from driple.errors import DripleError
 from driple.shipped import refuse_shipped
 from driple.zoo.optim import OPTIMIZERS
+from driple.zoo.workload import PROTOCOL
 
 _RUN_HELP = """\
 Launch MODEL for real as a distributed training job in SETTING (e.g. cpu-ddp-w2-lo: 2 DDP
@@ -18,8 +19,9 @@ with 1 Gbit/s links, root only), sample every worker while it trains on syntheti
 print the 12 burst/idle metrics (mean over workers) after warm-up. The row is appended to
 OUT/results.csv and the raw series kept in OUT/raw/<job_id>.npz (see `driple collect plot`).
 
-MODEL is a zoo name (`driple zoo`) or your own code as module:function or file.py:function,
-returning a workload (model, make_batch, loss_fn) or an nn.Module with an input_shape attribute.
+MODEL is a zoo name (`driple zoo`) or your own code as module:function or file.py:function
+(below). Each rank builds it with the same seed, draws its batch with make_batch(batch_size,
+generator seeded with seed + rank, device) and runs loss_fn(forward(model, inputs), targets).
 """
 
 _SWEEP_HELP = """\
@@ -85,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     cs = collect.add_subparsers(dest="collect_command", metavar="SUBCOMMAND")
 
     run = cs.add_parser("run", help="launch one job for real and print its 12 metrics",
-                        description=_RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        description=_RUN_HELP, epilog=PROTOCOL,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("model", metavar="MODEL", help="zoo model name, or module:function / file.py:function")
     run.add_argument("--setting", default="cpu-ddp-w2-lo",
                      help="where the job runs, e.g. cpu-ddp-w2-lo, cpu-ps-p1w2-lo, cpu-ddp-w2-1g (default cpu-ddp-w2-lo)")

@@ -9,6 +9,7 @@ from driple.collect.job import parse_knobs
 from driple.errors import DripleError
 from driple.strategies import get_strategy, strategy_names
 from driple.zoo.optim import OPTIMIZERS
+from driple.zoo.workload import PROTOCOL
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     graph = sub.add_parser(
         "graph", help="trace a training step into the grouped graph the inspector reads",
         description="Trace one training step (forward, loss, backward, optimizer update) of a zoo "
-        "model with fake tensors, add the communication of the distributed strategy, group the op "
-        "graph into communities and print a summary. Nothing is computed for real.",
+        "model or your own with fake tensors, add the communication of the distributed strategy, "
+        "group the op graph into communities and print a summary. Nothing is computed for real.",
+        epilog="examples:\n  driple graph resnet18 --batch-size 32\n"
+               "  driple graph mymodels.py:build --batch-size 8 --set layers=4\n\n" + PROTOCOL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    graph.add_argument("model", help="zoo model name (see `driple zoo`)")
+    graph.add_argument("model", help="zoo model name (see `driple zoo`), or your own factory as "
+                       "module:function or file.py:function (see below); only the code you name is run")
     graph.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
     graph.add_argument("--optimizer", default="sgd",
                        help=f"{', '.join(OPTIMIZERS)} (default: sgd, with momentum 0.9)")
@@ -44,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="per-group features: the paper's three, or richer (FLOPs, traffic, phases)")
     graph.add_argument("--seed", type=int, default=42, help="seed of the fluid-community grouping")
     graph.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
-                       help="override a zoo knob, e.g. --set depth=50 (repeatable)")
+                       help="model knob (a zoo knob, or a keyword argument of your factory), "
+                       "e.g. --set depth=50 (repeatable)")
     graph.add_argument("--out", help="save the torch_geometric Data to this .pt file")
     graph.add_argument("--json", action="store_true", help="print the summary as JSON")
     graph.set_defaults(func=run_graph)

@@ -7,11 +7,12 @@ import sys
 
 from driple.collect.job import JobSpec, parse_knobs
 from driple.zoo.optim import OPTIMIZERS
+from driple.zoo.workload import PROTOCOL
 from driple.errors import DripleError
 
 _MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
-               "file.py:function returning a workload (model, make_batch, loss_fn) or an "
-               "nn.Module with an input_shape attribute; only the code you name is run")
+               "file.py:function returning a workload (model, make_batch, optional loss_fn) or an "
+               "nn.Module with an input_shape attribute (see below); only the code you name is run")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "The training step is traced with fake tensors (nothing is trained).",
         epilog="examples:\n  driple predict resnet50 --batch-size 32\n"
                "  driple predict resnet --set depth=56 --optimizer adam --json\n"
-               "  driple predict mypkg.models:build --batch-size 16 --plot profile.png",
+               "  driple predict mypkg.models:build --batch-size 16 --plot profile.png\n\n" + PROTOCOL,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("model", help=_MODEL_HELP)
     pr.add_argument("--setting", default=None,

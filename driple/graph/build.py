@@ -177,17 +177,21 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
 def build_zoo_input(name: str, batch_size: int | None = None, optimizer: str = "sgd",
                     strategy: Any = "ddp", workers: int | None = None, servers: int | None = None,
                     **kwargs):
-    """:func:`build_input` for a zoo model by name; ``kwargs`` are zoo knobs or builder options.
+    """:func:`build_input` for a job's model: a zoo name, or a user factory ``module:function`` /
+    ``file.py:function`` (:mod:`driple.zoo.workload`); ``kwargs`` are its knobs or builder options.
 
-    The model and its batch are built on the meta device (shapes, no memory; see
-    :func:`driple.zoo.build_workload`): the trace reads only shapes, and the graph is the same."""
-    from driple.zoo.registry import build_workload
+    The model and its batch are built on the meta device where possible (shapes, no memory; see
+    :func:`driple.zoo.workload.load_workload`): the trace reads only shapes, and the graph is the
+    same."""
+    from driple.zoo.workload import example_batch, load_workload
 
     builder_opts = {k: kwargs.pop(k) for k in ("groups", "grouping", "features", "seed", "vocabulary")
                     if k in kwargs}
-    wl = build_workload(name, batch_size, shapes_only=True, **kwargs)
-    data = build_input(wl.model, wl.make_batch(device="meta"), loss_fn=wl.loss_fn, optimizer=optimizer,
+    if batch_size is not None and int(batch_size) < 1:
+        raise DripleError(f"batch size must be at least 1, not {batch_size}")
+    wl = load_workload(name, batch_size, kwargs, shapes_only=True)
+    data = build_input(wl.model, example_batch(wl, batch_size), loss_fn=wl.loss_fn, optimizer=optimizer,
                        strategy=strategy, workers=workers, servers=servers, **builder_opts)
-    data.summary["model"] = wl.name
-    data.summary["family"] = wl.family
+    data.summary["model"] = getattr(wl, "name", None) or name.rpartition(":")[2]
+    data.summary["family"] = getattr(wl, "family", None) or "user"
     return data

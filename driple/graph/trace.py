@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from driple.errors import DripleError
+from driple.zoo.workload import call_arguments, default_loss
 
 try:  # newer torch; an older make_fx ran every CompositeImplicitAutograd decomposition it met
     from torch.utils._python_dispatch import autograd_would_have_decomposed
@@ -123,6 +124,9 @@ def _collect(value: Any, out: list[torch.Tensor]) -> None:
     elif isinstance(value, (list, tuple)):
         for v in value:
             _collect(v, out)
+    elif isinstance(value, dict):  # a batch's keyword inputs (ATen arguments are never dicts)
+        for v in value.values():
+            _collect(v, out)
 
 
 def _flat_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -131,7 +135,7 @@ def _flat_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     for a in args:
         if isinstance(a, torch.Tensor):
             out.append(a)
-        elif isinstance(a, (list, tuple)):
+        elif isinstance(a, (list, tuple, dict)):
             _collect(a, out)
     for a in kwargs.values():
         _collect(a, out)
@@ -177,9 +181,9 @@ def _tensor_size(value: Any) -> tuple[int, int]:
     if isinstance(value, torch.Tensor):
         n = value.numel()
         return n, n * value.element_size()
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, dict)):
         numel = nbytes = 0
-        for v in value:
+        for v in (value.values() if isinstance(value, dict) else value):
             a, b = _tensor_size(v)
             numel += a
             nbytes += b
@@ -407,17 +411,6 @@ class TracedStep:
         return sum(int(torch.Size(s).numel()) for s in self.param_shapes)
 
 
-def default_loss(output: Any, targets: Any) -> torch.Tensor:
-    """Cross-entropy for integer targets (class ids or tokens), MSE for float targets."""
-    if isinstance(output, (tuple, list)):
-        output = output[0]
-    if targets is None:
-        return output.float().pow(2).mean()
-    if not targets.dtype.is_floating_point:
-        return nn.functional.cross_entropy(output.reshape(-1, output.shape[-1]), targets.reshape(-1))
-    return nn.functional.mse_loss(output, targets)
-
-
 def _optimizer_names() -> str:
     from driple.zoo.optim import OPTIMIZERS
 
@@ -475,38 +468,58 @@ def _fake_parameter(t: torch.Tensor, fake_mode) -> torch.Tensor:
 def _fake_batch(value: Any, fake_mode) -> Any:
     """The example batch as the trace reads it: a meta tensor (shapes only, see
     :func:`driple.zoo.workload.example_batch`) becomes a fake tensor on the default device, a
-    real tensor a fake one (its data is never read); nested ones on meta are converted too."""
-    if isinstance(value, torch.Tensor):
-        return _like(value, fake_mode) if value.is_meta else fake_mode.from_tensor(value)
-    return _map_tensors(value, lambda t: _like(t, fake_mode) if t.is_meta else t)
+    real tensor a fake one (its data is never read); so are those nested in tuples, lists and
+    dicts (keyword inputs)."""
+    return _map_tensors(value, lambda t: _like(t, fake_mode) if t.is_meta else fake_mode.from_tensor(t))
 
 
 def _split_batch(example_batch: Any) -> tuple[Any, Any]:
-    if isinstance(example_batch, torch.Tensor):
+    if isinstance(example_batch, (torch.Tensor, dict)):  # inputs only (a dict: keyword inputs)
         return example_batch, None
     if isinstance(example_batch, (tuple, list)) and len(example_batch) == 2:
         return example_batch[0], example_batch[1]
     raise DripleError(
-        "the example batch must be a tensor of inputs or a pair (inputs, targets); got "
-        f"{type(example_batch).__name__}"
+        "the example batch must be inputs (a tensor, or a dict of keyword inputs) or a pair "
+        f"(inputs, targets); got {type(example_batch).__name__}"
     )
 
 
-def _explain(exc: Exception, what: str) -> DripleError:
+#: Per phase of the traced step: where it failed, and what to check.
+_PHASES = {
+    "forward": ("in the model's forward",
+                "Check that the inputs have the shape and dtype the model expects (a dict of inputs "
+                "is passed as keyword arguments; a plain module gets float inputs unless it sets "
+                "input_dtype, e.g. torch.long for token ids) and that the forward runs eagerly on CPU "
+                "with them."),
+    "default loss": ("in the default loss (no loss_fn was given)",
+                     "It takes output.loss when the model computed one, else cross-entropy of the "
+                     "logits against integer targets aligned with them, MSE against float targets, or "
+                     "the mean square of the logits without targets; pass a loss_fn(output, targets) "
+                     "for anything else."),
+    "loss": ("in the loss_fn you gave",
+             "Check that it accepts (output, targets) as the model returns them (a tensor, a tuple "
+             "or a ModelOutput) and returns a scalar tensor."),
+    "backward": ("in the backward pass", "Check that the step runs eagerly on CPU with that batch."),
+}
+
+
+def _explain(exc: Exception, what: str, phase: str | None = None) -> DripleError:
     name = type(exc).__name__
     first = (str(exc).strip().splitlines() or [""])[0][:300]
+    where, hint = _PHASES.get(phase, ("", ""))
+    where = f" {where}" if where else ""
     if name in _DATA_DEPENDENT or "data-dependent" in str(exc) or "data dependent" in str(exc):
         return DripleError(
-            f"{what} cannot be traced because its control flow or output shapes depend on tensor "
+            f"{what} cannot be traced{where} because its control flow or output shapes depend on tensor "
             f"values ({name}: {first}). driple traces with fake tensors that have shapes but no "
             "values, so Python `if`/`while` on a tensor, `.item()`, `.tolist()`, `nonzero()` or "
             "boolean masking in forward cannot be followed. Rewrite that part with tensor ops "
             "(torch.where, masks multiplied in) or make the decision from shapes/config instead."
         )
     return DripleError(
-        f"{what} failed on the example batch ({name}: {first}). Check that the example batch "
-        "has the shape and dtype the model expects (inputs first, then targets), that the loss "
-        "function accepts (output, targets), and that the step runs eagerly on CPU with that batch."
+        f"{what} failed on the example batch{where} ({name}: {first}). " + (hint or
+        "Check that the example batch has the shape and dtype the model expects (inputs first, "
+        "then targets) and that the step runs eagerly on CPU with that batch.")
     )
 
 
@@ -533,6 +546,8 @@ def trace_training_step(
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.func import functional_call
 
+    # never blame a loss the user did not pass (a workload without one hands on default_loss)
+    loss_phase = "default loss" if loss_fn is None or loss_fn is default_loss else "loss"
     loss_fn = loss_fn or default_loss
     inputs, targets = _split_batch(example_batch)
     start = time.perf_counter()
@@ -548,11 +563,18 @@ def trace_training_step(
     opt = _make_optimizer(optimizer, plist)
     fake_inputs, fake_targets = _fake_batch(inputs, fake_mode), _fake_batch(targets, fake_mode)
 
+    phase = ["forward"]  # the part of the step running, for the error message
+
     def step(x, y, *_state):
-        out = functional_call(model, {**params, **frozen, **buffers}, (x,))
+        args, kwargs = call_arguments(x)  # model(x), or model(**x) for a dict: as driple.zoo.workload.forward
+        out = functional_call(model, {**params, **frozen, **buffers}, args, kwargs)
+        phase[0] = loss_phase
         loss = loss_fn(out, y)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise DripleError("the loss function must return a scalar tensor")
+            raise DripleError(f"the {'loss function' if loss_phase == 'loss' else 'default loss'} must "
+                              f"return a scalar tensor, not {type(loss).__name__}"
+                              + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else ""))
+        phase[0] = "backward"
         loss.backward()
         grads = [p.grad for p in plist]
         for p in plist:
@@ -567,12 +589,13 @@ def trace_training_step(
     except DripleError:
         raise
     except Exception as exc:  # noqa: BLE001 — user code may raise anything; explain it
-        raise _explain(exc, "the training step") from None
+        raise _explain(exc, "the training step", phase[0]) from None
     finally:
         model.train(was_training)
     grad_nodes = outs[1:]
     template = _trace_optimizer_template(opt, plist, [g is not None for g in grad_nodes], fake_mode)
-    batch = int(inputs.shape[0]) if isinstance(inputs, torch.Tensor) and inputs.dim() else 1
+    first = next(iter(_flat_tensors((inputs,), {})), None)  # the first input tensor's first dimension
+    batch = int(first.shape[0]) if first is not None and first.dim() else 1
     return TracedStep(
         graph_module=graph,
         param_names=[n for n, _ in named],

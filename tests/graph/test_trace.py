@@ -103,3 +103,58 @@ def test_forward_failure_is_explained(mlp_step):
 def test_not_a_module():
     with pytest.raises(DripleError, match="nn.Module"):
         trace_training_step(lambda x: x, torch.randn(2))
+
+
+class KeywordMLP(nn.Module):
+    """The mlp_step model, but its forward takes keywords like a Hugging Face model
+    (``features=``, ``scale=``) and returns a dict-shaped output (``logits``)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, features=None, scale=None):
+        logits = self.inner(features)
+        return {"logits": logits if scale is None else logits * scale}
+
+
+def test_dict_inputs_are_keyword_arguments(mlp_step):
+    """The same model fed a tensor and a dict of keyword inputs traces to the same ops (the
+    dict's tensors are one input, read by the first layer); the batch size is the first
+    dimension of the first input."""
+    model, batch, loss, opt = mlp_step
+    plain = trace_training_step(model, batch, loss_fn=loss, optimizer=opt)
+    keyword = trace_training_step(KeywordMLP(model), ({"features": batch[0]}, batch[1]),
+                                  loss_fn=lambda out, y: loss(out["logits"], y), optimizer=opt)
+    assert keyword.batch_size == 5 and keyword.num_params == plain.num_params == 67
+    ops = [(n.name, str(n.target)) for n in plain.graph_module.nodes]
+    assert [(n.name, str(n.target)) for n in keyword.graph_module.nodes] == ops
+    for traced in (plain, keyword):  # the first layer reads the input (the dict's tensor)
+        addmm = next(n for n in traced.graph_module.nodes if str(n.target) == "aten.addmm.default")
+        assert "arg0_1" in [i.name for i in addmm.all_input_nodes]
+    assert keyword.graph_module.nodes[0].out_bytes == 5 * 4 * 4  # 5 x 4 float32 inputs
+    # a second keyword input is used: one more op (the multiplication) in forward and backward
+    scaled = trace_training_step(KeywordMLP(model), ({"features": batch[0], "scale": torch.ones(3)}, batch[1]),
+                                 loss_fn=lambda out, y: loss(out["logits"], y), optimizer=opt)
+    assert Counter(str(n.target) for n in scaled.graph_module.nodes)["aten.mul.Tensor"] >= 2
+
+
+def test_errors_blame_the_part_that_failed(mlp_step):
+    """A failing forward, default loss or given loss_fn is each named as such: the default loss
+    is never blamed on a loss_fn the user did not pass, nor the reverse."""
+    model, batch, loss, opt = mlp_step
+    with pytest.raises(DripleError, match="in the model's forward") as err:
+        trace_training_step(model, ({"wrong": batch[0]}, batch[1]))
+    assert "loss" not in str(err.value).split("(")[0]
+    with pytest.raises(DripleError, match="default loss") as err:  # logits [5, 3] vs targets [2]
+        trace_training_step(model, (batch[0], torch.tensor([0, 1])))
+    assert "loss_fn you gave" not in str(err.value)
+
+    def my_loss(out, y):
+        return out.logits.sum()  # a tensor has no .logits
+
+    with pytest.raises(DripleError, match="in the loss_fn you gave") as err:
+        trace_training_step(model, batch, loss_fn=my_loss)
+    assert "default loss" not in str(err.value)
+    with pytest.raises(DripleError, match="loss function must return a scalar"):
+        trace_training_step(model, batch, loss_fn=lambda out, y: out)

@@ -140,7 +140,7 @@ def run(job: dict) -> int:
     from driple.collect.timeline.record import COMM_KINDS
     from driple.collect.timeline.recorder import TimelineRecorder
     from driple.zoo.optim import make_optimizer
-    from driple.zoo.workload import load_workload
+    from driple.zoo.workload import load_workload, step_loss
 
     spec = job["spec"]
     device = device_for(job, local_rank)
@@ -192,7 +192,7 @@ def run(job: dict) -> int:
         start = recorder.begin_iteration()
         log.start(start)
         optimizer.zero_grad(set_to_none=True)
-        loss = workload.loss_fn(ddp(inputs), targets)
+        loss = step_loss(ddp, inputs, targets, workload.loss_fn)  # model(**inputs) for a dict
         loss.backward()  # returns once every bucket is all-reduced: the wait ends here
         if recorder.last_grad_ns is not None:  # compute ended with the last gradient
             recorder.compute_off(recorder.last_grad_ns)

@@ -146,7 +146,7 @@ def run(job: dict) -> int:
     from driple.collect.timeline.record import COMM_KINDS
     from driple.collect.timeline.recorder import TimelineRecorder
     from driple.zoo.optim import make_optimizer
-    from driple.zoo.workload import load_workload
+    from driple.zoo.workload import load_workload, step_loss
 
     spec = job["spec"]
     # servers run first on a host: a worker's GPU is its local rank among the workers
@@ -192,7 +192,7 @@ def run(job: dict) -> int:
         log.start(start)
         for p in params:
             p.grad = None
-        loss = workload.loss_fn(model(inputs), targets)
+        loss = step_loss(model, inputs, targets, workload.loss_fn)  # model(**inputs) for a dict
         loss.backward()
         sync(device)
         sent = time.monotonic_ns()
