@@ -52,8 +52,24 @@ def make_tiny_graph(num_nodes: int = 6, num_features: int = 3, seed: int = 0, fe
     attrs = torch.tensor([[1e5 * (seed + 1), 0.1 * num_nodes, x[:, 1].sum(), 2.0, 32, 10 * num_nodes]],
                          dtype=torch.float64)
     return Data(x=x, edge_index=edge_index, edge_weight=torch.cat([weight, weight]), graph_attr=attrs,
-                num_nodes=num_nodes, feature_set=feature_set, vocab_digest=vocab_digest,
-                summary={"family": FAMILIES[seed % len(FAMILIES)]})
+                graph_features=tiny_graph_features(x, seed), num_nodes=num_nodes,
+                feature_set=feature_set, vocab_digest=vocab_digest,
+                summary={"family": FAMILIES[seed % len(FAMILIES)], "batch_size": 32})
+
+
+def tiny_graph_features(x, seed: int):
+    """Graph-level features (driple.graph.summary_features) that follow a tiny graph's ``x``."""
+    import torch
+
+    from driple.graph.summary_features import GRAPH_FEATURES, feature_vector
+
+    size = float(x[:, 1].sum())
+    f = {k: 0.0 for k in GRAPH_FEATURES}
+    f.update(gflops=0.01 * size, traffic_mb=3.0 * size, param_mb=0.4 * (seed + 1), activation_mb=size,
+             optimizer_state_mb=0.4 * (seed + 1), comm_tx_mb=0.4 * (seed + 1), comm_rx_mb=0.4 * (seed + 1),
+             comm_messages=1.0 + seed % 3, largest_message_mb=0.4, batch_size=32.0, workers=2.0,
+             n_ops=float(x[:, 2].sum()), opt_sgd=1.0)
+    return torch.tensor([feature_vector(f)], dtype=torch.float64)
 
 
 def make_synthetic_targets(data):
