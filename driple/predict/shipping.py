@@ -31,19 +31,29 @@ def _measured_predicted(inspector, dataset, idx):
     return measured, predicted
 
 
-def calibrate(inspector, dataset, split, nominal: float = 0.9) -> dict:
-    """Fit intervals on ``split.val`` and measure coverage on ``split.test``; both are stored
-    in ``inspector.info`` (``intervals``, ``interval_coverage``) and the coverage returned."""
-    if len(split.val) < 2:
-        raise ValueError("calibration needs at least two validation jobs")
-    y_val, p_val = _measured_predicted(inspector, dataset, split.val)
-    intervals = ConformalIntervals(coverage=nominal).fit(y_val, p_val)
+def calibrate(inspector, dataset, split, nominal: float = 0.9, calibration=None) -> dict:
+    """Fit intervals on the calibration jobs and measure coverage on ``split.test``; both are
+    stored in ``inspector.info`` (``intervals``, ``interval_coverage``) and the coverage returned.
+
+    ``calibration``: positions of the calibration jobs in ``dataset``; default the split's own
+    ``calibration`` part when it has one, else ``split.val`` (the older splits, where validation
+    and calibration were one set)."""
+    source = "given"
+    if calibration is None:
+        own = getattr(split, "calibration", None)
+        calibration, source = (own, "calibration") if own else (split.val, "validation")
+    calibration = list(calibration)
+    if len(calibration) < 2:
+        raise ValueError("calibration needs at least two jobs")
+    y_val, p_val = _measured_predicted(inspector, dataset, calibration)
+    intervals = ConformalIntervals(coverage=nominal, names=tuple(inspector.targets)).fit(y_val, p_val)
     inspector.info["intervals"] = intervals.to_dict()
-    result = {"nominal": nominal, "n_calibration": len(split.val)}
+    result = {"nominal": nominal, "n_calibration": len(calibration),
+              "calibrated_on": source}
     if split.test:
         y_test, p_test = _measured_predicted(inspector, dataset, split.test)
         low, high = intervals.interval(p_test)
-        result.update(coverage(y_test, low, high), n=len(split.test))
+        result.update(coverage(y_test, low, high, names=list(inspector.targets)), n=len(split.test))
     inspector.info["interval_coverage"] = result
     return result
 
