@@ -94,24 +94,30 @@ def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform
 
 
 def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,
-                  setting: str = "cpu-ddp-w2-lo") -> str:
-    """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s graph."""
+                  setting: str = "cpu-ddp-w2-lo", labels: str = "v1") -> str:
+    """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s
+    graph; ``labels="v2"`` adds a ``step_time`` (s, a function of the graph) and the ``labels``
+    column of the timeline labeller."""
     from driple.metrics import METRICS
 
     os.makedirs(root, exist_ok=True)
+    v2 = labels == "v2"
     header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status",
-              *METRICS, "iteration_s"]
+              *METRICS, "iteration_s", *(["step_time", "labels"] if v2 else [])]
     lines = [",".join(header)]
     job = 0
     for c in range(n_configs):
         config = {"model": f"net{c % 3}", "knobs": {"seed": c}, "batch_size": 8, "optimizer": "sgd",
                   "setting": setting}
-        y = make_synthetic_targets(fake_graph_builder(config))[0].tolist()
+        graph = fake_graph_builder(config)
+        y = make_synthetic_targets(graph)[0].tolist()
+        step = 0.02 * graph.num_nodes + 0.001 * float(graph.x[:, 1].sum())
         for r in range(repeats):
             knobs = json.dumps(config["knobs"]).replace('"', '""')
             values = [f"{v * (1 + 0.01 * r):.6g}" for v in y]
+            extra = [f"{step * (1 + 0.01 * r):.6g}", "timeline-v2"] if v2 else []
             lines.append(",".join([f"j{job:03d}", setting, config["model"], FAMILIES[c % 3],
-                                   f'"{knobs}"', "8", "sgd", "ok", *values, "0.1"]))
+                                   f'"{knobs}"', "8", "sgd", "ok", *values, "0.1", *extra]))
             job += 1
     for row in extra_rows or []:
         lines.append(row)

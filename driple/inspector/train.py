@@ -486,6 +486,23 @@ def select_inspector(train, val, candidates: Mapping[str, tuple], *, test=None, 
     return winner
 
 
+def retrain_config(predictor: TrainedInspector) -> tuple:
+    """``(InspectorConfig, TrainOptions)`` that train a fresh inspector like ``predictor`` (a
+    leave-family-out fold of a checkpoint): its recorded configuration and options; a checkpoint
+    from before configurations were recorded is the paper's GNN of its recorded sizes."""
+    record = predictor.info.get("configuration")
+    if record:
+        config = InspectorConfig.from_dict(record)
+    else:
+        m = predictor.model.config()
+        config = InspectorConfig(kind="gnn", residual=False, hidden_channels=m["hidden_channels"],
+                                 num_repeats=m["num_repeats"], set2set_steps=m["set2set_steps"],
+                                 dropout=m["dropout"], graph_attr=bool(m.get("graph_channels")))
+    known = {k: v for k, v in predictor.info.get("training", {}).items()
+             if k in TrainOptions.__dataclass_fields__}
+    return config, TrainOptions(**known)
+
+
 class InspectorEstimator:
     """The inspector as an estimator: ``fit(train, val) -> self``, ``predict(graphs) -> [n, targets]``.
 
