@@ -1,10 +1,11 @@
 """The inspector: a graph network that predicts a job's targets (:mod:`driple.metrics`) from its graph.
 
 Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits` ->
-:mod:`scaling` -> :mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by
-:mod:`train` -> :mod:`checkpoint` (model + scalers + target names: load, save, predict
-graphs) -> :mod:`evaluate` (next to :mod:`baselines`, with :mod:`scores`) and :mod:`transfer`
-(fine-tuning to another setting).
+:mod:`scaling` and :mod:`graph_inputs` (graph-level features and physical priors) ->
+:mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP; the hybrid; features only) trained by
+:mod:`train` -> :mod:`checkpoint` (model + scalers + graph inputs + target names: load, save,
+predict graphs) -> :mod:`evaluate` (next to :mod:`baselines` and the :mod:`analytic` step
+time, with :mod:`scores`) and :mod:`transfer` (fine-tuning to another setting).
 
 Importing this package is cheap; torch is imported when a name below is first used.
 """
@@ -14,6 +15,13 @@ from driple._lazy import lazy_attributes
 
 _LAZY = {
     "Inspector": "driple.inspector.model",
+    "FeatureMLP": "driple.inspector.model",
+    "GraphInputs": "driple.inspector.graph_inputs",
+    "InspectorConfig": "driple.inspector.train",
+    "InspectorEstimator": "driple.inspector.train",
+    "preset": "driple.inspector.train",
+    "select_inspector": "driple.inspector.train",
+    "AnalyticStepTime": "driple.inspector.analytic",
     "InspectorDataset": "driple.inspector.dataset",
     "FeatureScaler": "driple.inspector.scaling",
     "TargetScaler": "driple.inspector.scaling",
