@@ -299,7 +299,8 @@ _V1_MEMORY = _RESOURCES["memory"]
 #: allocator's on GPUs), capped by the host's memory.
 _V2_MEMORY = replace(
     _V1_MEMORY, amount_unit="MB",
-    amount_words={"cpu": "{} MB allocated", "gpu": "{} MB allocated"},
+    amount_words={"cpu": "{} MB", "gpu": "{} MB"},
+    level_on={"cpu": "peak allocated", "gpu": "peak allocated"},  # allocations persist between bursts
     cap={"cpu": HOST_MEMORY, "gpu": HOST_MEMORY}, cap_reason="all of the host's memory",
     priors={**_V1_MEMORY.priors, "burst_amount": "prior_memory_mb"})
 #: The job-level target of labels v2: the median iteration period of a worker.
