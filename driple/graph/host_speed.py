@@ -187,11 +187,6 @@ def measure_loopback_rate(payload_bytes: int = 25 * 1024 * 1024, repeats: int = 
     return ring * payload_bytes / seconds
 
 
-def host_speed_of(record: Optional[dict]) -> Optional[HostSpeed]:
-    """The figures recorded in a checkpoint or provenance (``host_speed`` dict), or None."""
-    return HostSpeed.from_dict(record) if record else None
-
-
 def environment_host_speed() -> Optional[HostSpeed]:
     """Figures given in ``$DRIPLE_HOST_SPEED`` as ``flops_per_s,memory_bytes_per_s`` (tests and
     offline training), or None."""

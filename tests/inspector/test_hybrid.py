@@ -164,3 +164,31 @@ def test_transfer_of_a_hybrid_and_of_the_features_mlp(dataset, tmp_path, write_d
         assert np.isfinite(tuned.predict([target[i] for i in range(3)])).all()
     with pytest.raises(DripleError, match="no graph layers"):
         finetune(source, target, scheme="paper", options=options, progress=False)
+
+
+def test_which_host_figures_an_inspector_records(dataset, monkeypatch, tmp_path):
+    """Given figures first, then the dataset's provenance, then $DRIPLE_HOST_SPEED; measuring
+    here is refused when the jobs were measured on another CPU model."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import driple.graph.host_speed as host_speed
+    from driple.inspector.train import training_host
+
+    assert training_host(dataset, HOST) is HOST
+    monkeypatch.setenv("DRIPLE_HOST_SPEED", "2e9,3e9")
+    given = training_host(dataset)
+    assert (given.flops_per_s, given.memory_bytes_per_s) == (2e9, 3e9)
+    recorded = {**HOST.to_dict(), "flops_per_s": 5e9}
+    (tmp_path / "provenance.json").write_text(json.dumps({"host_speed": recorded}))
+    assert training_host(SimpleNamespace(root=str(tmp_path))).flops_per_s == 5e9
+    monkeypatch.delenv("DRIPLE_HOST_SPEED")
+    monkeypatch.setattr(host_speed, "cpu_model", lambda: "Intel Xeon")
+    elsewhere = SimpleNamespace(root=None, frame=pd.DataFrame({"cpu_model": ["AMD EPYC", "AMD EPYC"]}))
+    with pytest.raises(DripleError, match="measured on AMD EPYC but this host is Intel Xeon"):
+        training_host(elsewhere)
+    with pytest.raises(DripleError, match="flops_per_s,memory_bytes_per_s"):
+        monkeypatch.setenv("DRIPLE_HOST_SPEED", "fast")
+        training_host(dataset)
