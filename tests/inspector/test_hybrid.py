@@ -96,6 +96,12 @@ def test_each_configuration_trains_saves_and_loads(dataset, name, tmp_path):
     if name != "gnn":  # the host figures the priors divide by travel with the checkpoint
         assert loaded.host == HOST and loaded.graph_inputs.setting == "cpu-ddp-w2-lo"
     assert retrain_config(loaded)[0] == config
+    from driple.predict.shipping import model_card
+
+    card = model_card(loaded, "cpu-ddp-w2-lo", "test", "test", "pytest")
+    words = {"gnn": "paper GNN: GCN 3->8", "hybrid": "hybrid: GCN 3->8", "hybrid-plain": "hybrid: GCN",
+             "features": "features only: MLP on 23 graph-level inputs"}[name]
+    assert words in card and (("predicts residuals over the priors" in card) == loaded.residual)
 
 
 def test_residual_predictions_are_prior_times_a_factor(dataset):
