@@ -3,6 +3,7 @@
 
     python scripts/bench_predict.py                    # shipped default inspector, 1 thread
     python scripts/bench_predict.py --threads 2 --repeats 5
+    python scripts/bench_predict.py --setting my-models/hybrid --labels v2   # a checkpoint by path
 
 Prints, for a ResNet-50 step (224x224, batch 32, SGD, DDP over 2 workers) and a 12-layer
 GPT-style step (GPT-2 small, batch 8): the first prediction in this process (includes torch's
@@ -21,7 +22,10 @@ import time
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--setting", default=None, help="shipped inspector (default: the registry's default)")
+    p.add_argument("--setting", default=None,
+                   help="shipped inspector or checkpoint path (default: the registry's default)")
+    p.add_argument("--labels", choices=["v1", "v2"], default=None,
+                   help="label declaration to read the checkpoint under (default: driple's)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--graphs", type=int, default=512, help="graphs for the batched figure")
@@ -35,10 +39,16 @@ def main(argv=None) -> int:
     from driple.predict.predictor import Predictor
 
     torch.set_num_threads(args.threads)
+    if args.labels:
+        from driple.metrics import use_labels
+
+        use_labels(args.labels)
     predictor = Predictor.load(args.setting)
     load_s = time.perf_counter() - t_import
-    results = {"setting": predictor.setting, "threads": args.threads, "load_s": load_s, "models": {}}
-    print(f"inspector {predictor.setting} loaded in {load_s:.2f} s (imports included); "
+    kind = predictor.inspector.configuration + (" (residual)" if predictor.inspector.residual else "")
+    results = {"setting": predictor.setting, "configuration": kind, "threads": args.threads,
+               "load_s": load_s, "models": {}}
+    print(f"inspector {predictor.setting} ({kind}) loaded in {load_s:.2f} s (imports included); "
           f"{args.threads} thread(s)")
     print(f"{'model':<22}{'first call s':>14}{'median s':>10}{'build s':>9}{'infer s':>9}")
     for name, bs in (("resnet50", 32), ("gpt2_small", 8)):

@@ -9,6 +9,13 @@ their coverage measured on its test jobs, a model card and a checksum in the reg
     python scripts/ship_inspectors.py                   # all three settings, ~minutes on 2 cores
     python scripts/ship_inspectors.py --targets ""      # the source only
     python scripts/ship_inspectors.py --reuse-source    # keep the shipped source, re-ship targets
+    python scripts/ship_inspectors.py --model hybrid    # the hybrid (graph + features + priors)
+    python scripts/ship_inspectors.py --select-models gnn,hybrid,features   # chosen on validation
+
+``--model`` / ``--select-models`` name presets of :func:`driple.inspector.train.preset` (``gnn``:
+the paper's; ``hybrid``: residuals over physical priors; ``hybrid-plain``; ``features``); the
+choice is made on the source's validation jobs only and recorded in the checkpoint.
+Intervals are calibrated on the split's calibration jobs when it has them (else validation).
 
 With ``--reuse-source`` the shipped source inspector is kept as it is (its card and scores
 stand); if its checkpoint predates the recorded label range, the range of its own training
@@ -53,7 +60,13 @@ def main(argv=None) -> int:
                    help="transfer from the shipped source inspector instead of training it again")
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--patience", type=int, default=30)
-    p.add_argument("--target-scaling", default="max")
+    p.add_argument("--target-scaling", default=None,
+                   help="default: the preset's (max for gnn, ln for the others)")
+    p.add_argument("--model", default="gnn",
+                   help="preset of the source inspector: gnn, gnn-ln, hybrid, hybrid-plain, features "
+                   "(default gnn, the paper's)")
+    p.add_argument("--select-models", default=None, metavar="A,B,...",
+                   help="train these presets on the source and keep the lowest validation mean MAPE")
     p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--build-workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
@@ -72,7 +85,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     command = "python scripts/ship_inspectors.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     options = TrainOptions(epochs=args.epochs, patience=args.patience,
-                           target_scaling=args.target_scaling, seed=args.seed)
+                           target_scaling=args.target_scaling or "max", seed=args.seed)
 
     def load(setting):
         root = os.path.join(args.datasets, setting)
@@ -92,11 +105,16 @@ def main(argv=None) -> int:
             source, entry, cov = _ship_source(args, load, options, command)
             _report(args.source, entry, cov, time.perf_counter() - t0)
 
+        if source.residual and options.target_scaling != "ln":  # residuals over priors: log space
+            from dataclasses import replace
+
+            options = replace(options, target_scaling="ln")
+        scheme = "paper" if source.configuration != "features" else "mlp"
         for target in [t for t in args.targets.split(",") if t.strip()]:
             t0 = time.perf_counter()
             ds = load(target)
             tsplit = random_split(ds, seed=args.seed)
-            tuned = finetune(source, ds, fraction=1.0, scheme="paper", split=tsplit, options=options)
+            tuned = finetune(source, ds, fraction=1.0, scheme=scheme, split=tsplit, options=options)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
             entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
                          trained=f"transferred from {args.source} (paper scheme: first half of "
@@ -119,17 +137,24 @@ def _ship_source(args, load, options, command):
     split = random_split(source_ds, seed=args.seed)
     print(f"{args.source}: {len(source_ds)} jobs; train {len(split.train)}, val "
           f"{len(split.val)}, test {len(split.test)}", flush=True)
-    variants = [False, True] if args.select_graph_attr else [args.graph_attr]
+    if args.select_models:
+        variants = [m.strip() for m in args.select_models.split(",") if m.strip()]
+        by = "mape"
+    elif args.select_graph_attr:
+        variants, by = [("gnn", False), ("gnn", True)], "nrmse"
+    else:
+        variants, by = [(args.model, args.graph_attr)], "mape"
+    variants = [v if isinstance(v, tuple) else (v, False) for v in variants]
     candidates = _train_variants(args, source_ds.root, variants, options)
-    for v, c in zip(variants, candidates):
-        print(f"  graph-level attributes {'on' if v else 'off'}: validation NRMSE "
-              f"{c.info['scores']['val']['mean']['nrmse']:.3f}", flush=True)
-    source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"]["nrmse"])
+    names = [f"{m}{'+graph_attr' if g else ''}" for m, g in variants]
+    for name, c in zip(names, candidates):
+        print(f"  {name}: validation mean NRMSE {c.info['scores']['val']['mean']['nrmse']:.3f}, "
+              f"MAPE {c.info['scores']['val']['mean']['mape']:.1f}%", flush=True)
+    source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"][by])
     if len(candidates) > 1:
         source.info["selection"] = {
-            "by": "validation mean NRMSE",
-            "candidates": {("graph_attr" if v else "paper"): c.info["scores"]["val"]["mean"]["nrmse"]
-                           for v, c in zip(variants, candidates)}}
+            "by": f"validation mean {by}", "chosen": names[candidates.index(source)],
+            "candidates": {n: c.info["scores"]["val"]["mean"][by] for n, c in zip(names, candidates)}}
     cov = calibrate(source, source_ds, split, args.coverage)
     entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
                  trained=f"from scratch on {len(split.train)} jobs of datasets/{args.source} "
@@ -178,12 +203,20 @@ def _train_one(job):
     from driple.inspector.splits import random_split
     from driple.inspector.train import train_inspector
 
-    root, builder, graph_attr, hidden, repeats, options, threads = job
+    from dataclasses import replace
+
+    from driple.inspector.train import preset
+
+    root, builder, (name, graph_attr), hidden, repeats, options, threads = job
     torch.set_num_threads(threads)
     ds = InspectorDataset(root, **builder, progress=False)
     split = random_split(ds, seed=options.seed)
-    model = train_inspector(ds, split, hidden_channels=hidden, num_repeats=repeats,
-                            graph_attr=graph_attr, options=options, progress=False)
+    config, defaults = preset(name, hidden_channels=hidden, num_repeats=repeats, graph_attr=graph_attr)
+    if options.target_scaling == "max" and defaults.target_scaling != "max":
+        options = replace(options, target_scaling=defaults.target_scaling)  # the preset's scaling
+    model = train_inspector(ds[split.train], ds[split.val], options, config, test=ds[split.test],
+                            progress=False)
+    model.info["split"] = split.to_dict(ds)
     return model.state()
 
 

@@ -52,8 +52,24 @@ def make_tiny_graph(num_nodes: int = 6, num_features: int = 3, seed: int = 0, fe
     attrs = torch.tensor([[1e5 * (seed + 1), 0.1 * num_nodes, x[:, 1].sum(), 2.0, 32, 10 * num_nodes]],
                          dtype=torch.float64)
     return Data(x=x, edge_index=edge_index, edge_weight=torch.cat([weight, weight]), graph_attr=attrs,
-                num_nodes=num_nodes, feature_set=feature_set, vocab_digest=vocab_digest,
-                summary={"family": FAMILIES[seed % len(FAMILIES)]})
+                graph_features=tiny_graph_features(x, seed), num_nodes=num_nodes,
+                feature_set=feature_set, vocab_digest=vocab_digest,
+                summary={"family": FAMILIES[seed % len(FAMILIES)], "batch_size": 32})
+
+
+def tiny_graph_features(x, seed: int):
+    """Graph-level features (driple.graph.summary_features) that follow a tiny graph's ``x``."""
+    import torch
+
+    from driple.graph.summary_features import GRAPH_FEATURES, feature_vector
+
+    size = float(x[:, 1].sum())
+    f = {k: 0.0 for k in GRAPH_FEATURES}
+    f.update(gflops=0.01 * size, traffic_mb=3.0 * size, param_mb=0.4 * (seed + 1), activation_mb=size,
+             optimizer_state_mb=0.4 * (seed + 1), comm_tx_mb=0.4 * (seed + 1), comm_rx_mb=0.4 * (seed + 1),
+             comm_messages=1.0 + seed % 3, largest_message_mb=0.4, batch_size=32.0, workers=2.0,
+             n_ops=float(x[:, 2].sum()), opt_sgd=1.0)
+    return torch.tensor([feature_vector(f)], dtype=torch.float64)
 
 
 def make_synthetic_targets(data):
@@ -78,24 +94,30 @@ def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform
 
 
 def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,
-                  setting: str = "cpu-ddp-w2-lo") -> str:
-    """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s graph."""
+                  setting: str = "cpu-ddp-w2-lo", labels: str = "v1") -> str:
+    """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s
+    graph; ``labels="v2"`` adds a ``step_time`` (s, a function of the graph) and the ``labels``
+    column of the timeline labeller."""
     from driple.metrics import METRICS
 
     os.makedirs(root, exist_ok=True)
+    v2 = labels == "v2"
     header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status",
-              *METRICS, "iteration_s"]
+              *METRICS, "iteration_s", *(["step_time", "labels"] if v2 else [])]
     lines = [",".join(header)]
     job = 0
     for c in range(n_configs):
         config = {"model": f"net{c % 3}", "knobs": {"seed": c}, "batch_size": 8, "optimizer": "sgd",
                   "setting": setting}
-        y = make_synthetic_targets(fake_graph_builder(config))[0].tolist()
+        graph = fake_graph_builder(config)
+        y = make_synthetic_targets(graph)[0].tolist()
+        step = 0.02 * graph.num_nodes + 0.001 * float(graph.x[:, 1].sum())
         for r in range(repeats):
             knobs = json.dumps(config["knobs"]).replace('"', '""')
             values = [f"{v * (1 + 0.01 * r):.6g}" for v in y]
+            extra = [f"{step * (1 + 0.01 * r):.6g}", "timeline-v2"] if v2 else []
             lines.append(",".join([f"j{job:03d}", setting, config["model"], FAMILIES[c % 3],
-                                   f'"{knobs}"', "8", "sgd", "ok", *values, "0.1"]))
+                                   f'"{knobs}"', "8", "sgd", "ok", *values, "0.1", *extra]))
             job += 1
     for row in extra_rows or []:
         lines.append(row)

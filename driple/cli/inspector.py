@@ -35,9 +35,10 @@ def _training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--weight-decay", type=float, default=1e-6, help="Adam weight decay (default 1e-6)")
-    p.add_argument("--target-scaling", default="max", choices=["max", "standard", "log"],
+    p.add_argument("--target-scaling", default=None, choices=["max", "standard", "log", "ln"],
                    help="per-metric target scaling: divide by the training max (paper), z-score, "
-                   "or z-score of log1p (default max)")
+                   "z-score of log1p, or z-score of ln(y + eps) (default: max for --model gnn, ln "
+                   "otherwise; residuals over priors need ln)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and shuffling")
 
 
@@ -78,9 +79,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="repetitions K of the shared GCN layer (default 10, see the design study)")
     train.add_argument("--dropout", type=float, default=0.0, help="dropout in the MLP head (default 0)")
     train.add_argument("--graph-attr", action=argparse.BooleanOptionalAction, default=True,
-                       help="also feed graph-level attributes (params, GFLOPs, activation MB, comm "
-                       "MB, batch size, ops; log-scaled) to the MLP head (not in the paper; the "
-                       "shipped source inspector has them)")
+                       help="--model gnn: also feed the 6 legacy graph-level attributes (params, "
+                       "GFLOPs, activation MB, comm MB, batch size, ops; log-scaled) to the MLP head "
+                       "(not in the paper; the shipped v1 source inspector has them)")
+    train.add_argument("--model", dest="configuration", default="gnn", choices=["gnn", "hybrid", "features"],
+                       help="gnn: the paper's graph network; hybrid: its graph embedding joined with "
+                       "graph-level features and physical priors (FLOPs, bytes, communication, "
+                       "against the host's measured speed); features: those alone in an MLP "
+                       "(default gnn)")
+    train.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
+                       help="predict each target as its physical prior times a learned factor "
+                       "(default: on for hybrid and features, off for gnn)")
     _training_args(train)
     train.set_defaults(func=run_train)
 
@@ -191,22 +200,29 @@ def _print_scores(title: str, table: dict, out=None) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from driple.inspector.splits import make_split
-    from driple.inspector.train import TrainOptions, train_inspector
+    from driple.inspector.train import InspectorConfig, TrainOptions, train_inspector
     from driple.shipped import refuse_shipped
 
     refuse_shipped(args.out, args.overwrite_shipped)
     dataset = _load_dataset(args, args.groups, args.grouping, args.features)
     split = make_split(dataset, args.split, seed=args.seed, family=args.family)
+    gnn = args.configuration == "gnn"
+    residual = (not gnn) if args.residual is None else args.residual
+    scaling = args.target_scaling or ("ln" if residual or not gnn else "max")
     options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            patience=args.patience, batch_size=args.batch_size,
-                           target_scaling=args.target_scaling, seed=args.seed)
+                           target_scaling=scaling, seed=args.seed)
     if args.repeats < 1:
         raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
+    config = InspectorConfig(kind=args.configuration, hidden_channels=args.hidden,
+                             num_repeats=args.repeats, dropout=args.dropout, residual=residual,
+                             graph_attr=bool(args.graph_attr and gnn))
     print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, calibration "
           f"{len(split.calibration)}, test {len(split.test)} jobs", file=sys.stderr)
-    predictor = train_inspector(dataset, split, hidden_channels=args.hidden, num_repeats=args.repeats,
-                                dropout=args.dropout, graph_attr=args.graph_attr, options=options,
+    predictor = train_inspector(dataset[split.train], dataset[split.val] if split.val else None,
+                                options, config, test=dataset[split.test] if split.test else None,
                                 progress=not args.quiet)
+    predictor.info["split"] = split.to_dict(dataset)
     path = predictor.save(args.out)
     scores_path = osp.join(osp.dirname(path), "scores.json")
     with open(scores_path, "w") as f:

@@ -153,7 +153,9 @@ def run_colocate(args: argparse.Namespace) -> int:
         profile = predictor.predict_job(job.model, batch_size=job.batch_size,
                                         optimizer=job.optimizer, knobs=job.knobs)
         profiles[f"{i + 1}:{text}"] = profile
-    capacity = slot_capacity(predictor.setting, cores=args.cores, link_mbps=args.link_mbps)
+    host = predictor.inspector.host  # memory in MB (labels v2): the trained-on host's
+    capacity = slot_capacity(predictor.setting, cores=args.cores, link_mbps=args.link_mbps,
+                             host_memory_mb=host.memory_mb if host is not None and host.memory_mb > 0 else None)
     report = colocate(profiles, capacity)
     pairs = rank_pairs(profiles, capacity) if len(profiles) > 2 else []
     if args.json:

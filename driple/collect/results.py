@@ -46,14 +46,14 @@ from driple.metrics import target_names
 CONTENDED_PCT = 10.0
 
 LABELS_VERSION = "timeline-v2"
-BASE_COLUMNS = (
+BASE_COLUMNS = tuple(dict.fromkeys((  # once each: labels v2 declare step_time as a target
     "job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "lr", "seed", "seconds",
     *target_names(), "step_time", "samples_per_s",
     "iter_time_mean_s", "iter_time_std_s", "iterations",
     "tx_bytes_per_iter", "rx_bytes_per_iter", "param_bytes", "host_other_cpu_pct", "run_delay_pct",
     "cpu_model", "cpu_cores", "gpu_model", "labels",
     "status", "reason", "started", "duration_s", "raw_path", "timeline_path",
-)
+)))
 INTERRUPTED = "interrupted"  # reasons starting with this word mark jobs a sweep runs again
 
 

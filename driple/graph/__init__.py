@@ -2,7 +2,9 @@
 
 Modules in data-flow order: :mod:`trace` (fake-tensor trace of the whole step), :mod:`opgraph`
 (networkx op graph), :mod:`comm` (DDP buckets / PS shards), :mod:`features` (op-frequency
-code and per-op quantities), :mod:`grouping` (fluid communities), :mod:`build` (``Data``).
+code and per-op quantities), :mod:`grouping` (fluid communities), :mod:`build` (``Data``);
+beside them :mod:`summary_features` (graph-level features and physical priors) and
+:mod:`host_speed` (the host figures the priors divide by).
 """
 
 # Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:

@@ -8,6 +8,10 @@ for a zoo model by name. The returned :class:`torch_geometric.data.Data` has
 - ``edge_index`` ``[2, E]`` and ``edge_weight`` ``[E]``: undirected group adjacency and the
   number of op edges behind each group edge;
 - ``graph_attr`` ``[1, len(GRAPH_ATTRS)]`` float64: graph-level quantities for baselines;
+- ``graph_features`` ``[1, len(GRAPH_FEATURES)]`` float64: the graph-level features of
+  :mod:`driple.graph.summary_features` (FLOPs, memory traffic, parameter, activation and
+  communicated bytes, messages, batch size, workers, servers, optimizer), the hybrid
+  inspector's inputs and what its physical priors are computed from;
 - ``feature_set``, ``num_groups``, ``grouping_key`` (policy, M and seed, see
   :func:`~driple.graph.grouping.grouping_key`), ``summary`` (a plain dict of everything above
   and timings).
@@ -27,6 +31,7 @@ from driple.errors import DripleError
 from driple.graph.features import OpVocabulary, default_vocabulary, feature_names, node_table
 from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED, FluidGrouper, grouping_key
 from driple.graph.opgraph import build_op_graph
+from driple.graph.summary_features import feature_vector, graph_features
 from driple.graph.trace import trace_training_step
 from driple.settings import Setting, parse_setting
 from driple.strategies import find_strategy, get_strategy, strategy_names
@@ -59,6 +64,7 @@ class GraphSummary:
     group_s: float
     total_s: float
     buckets_mb: list[float] = field(default_factory=list)
+    graph_features: dict = field(default_factory=dict)  # driple.graph.summary_features
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,6 +144,7 @@ def build_input(
         edge_index=torch.tensor(edge_index, dtype=torch.long),
         edge_weight=torch.tensor(edge_weight, dtype=torch.float32),
         graph_attr=torch.tensor([attrs], dtype=torch.float64),
+        graph_features=torch.tensor([feature_vector(summary.graph_features)], dtype=torch.float64),
         num_nodes=grouper.n_groups_,
         feature_set=features,
         num_groups=grouper.n_groups_,
@@ -171,6 +178,9 @@ def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], gro
         group_s=t2 - t1,
         total_s=t2 - t0,
         buckets_mb=[c["bytes"] / 1e6 for c in comm],
+        graph_features=graph_features(graph, traced.param_bytes, traced.batch_size, traced.optimizer,
+                                      setting.workers, 0 if setting.single_process else setting.servers,
+                                      comm),
     )
 
 

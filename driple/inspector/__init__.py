@@ -1,11 +1,12 @@
 """The inspector: a graph network that predicts a job's targets (:mod:`driple.metrics`) from its graph.
 
 Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`splits`
-(train / val / calibration / test by architecture, see :mod:`jobs`) -> :mod:`scaling` ->
-:mod:`model` (GCN + repeated GCN/GRU + Set2Set + MLP) trained by :mod:`train` ->
-:mod:`checkpoint` (model + scalers + target names: load, save, predict graphs) and
-:mod:`transfer` (fine-tuning to another setting). :mod:`evaluate` fits every
-:mod:`estimators` (graph models, :mod:`baselines`; by name: :mod:`estimator_registry`) on the
+(train / val / calibration / test by architecture, see :mod:`jobs`) -> :mod:`scaling` and
+:mod:`graph_inputs` (graph-level features and physical priors) -> :mod:`model` (GCN + repeated
+GCN/GRU + Set2Set + MLP; the hybrid; features only) trained by :mod:`train` -> :mod:`checkpoint`
+(model + scalers + graph inputs + target names: load, save, predict graphs) and :mod:`transfer`
+(fine-tuning to another setting). :mod:`evaluate` fits every :mod:`estimators` (graph models,
+:mod:`baselines`, the :mod:`analytic` step time; by name: :mod:`estimator_registry`) on the
 same folds and scores them (:mod:`scores`) beside each label's :mod:`noise` floor.
 
 Importing this package is cheap; torch is imported when a name below is first used.
@@ -16,6 +17,12 @@ from driple._lazy import lazy_attributes
 
 _LAZY = {
     "Inspector": "driple.inspector.model",
+    "FeatureMLP": "driple.inspector.model",
+    "GraphInputs": "driple.inspector.graph_inputs",
+    "InspectorConfig": "driple.inspector.train",
+    "preset": "driple.inspector.train",
+    "select_inspector": "driple.inspector.train",
+    "AnalyticStepTime": "driple.inspector.analytic",
     "InspectorDataset": "driple.inspector.dataset",
     "FeatureScaler": "driple.inspector.scaling",
     "TargetScaler": "driple.inspector.scaling",

@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import Inspector, run_batch
+from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
+from driple.inspector.model import Inspector, build_model, run_batch
 from driple.inspector.scaling import FeatureScaler, TargetScaler
-from driple.metrics import target_names
+from driple.metrics import label_version, target, target_names, target_units
 
 CHECKPOINT_FORMAT = "driple-inspector"
 CHECKPOINT_VERSION = 1
@@ -47,26 +48,68 @@ class TrainedInspector:
     """A trained :class:`Inspector` with its scalers.
 
     Args:
-        model: The network (its outputs are scaled targets).
+        model: The network (its outputs are scaled targets): an :class:`Inspector` (paper GNN or
+            hybrid) or a :class:`~driple.inspector.model.FeatureMLP`.
         feature_scaler: Fitted :class:`FeatureScaler` (its ``feature_names`` define the input).
         target_scaler: Fitted :class:`TargetScaler`.
         info: Plain-type record: ``feature_set``, ``vocab_digest``, ``builder`` options,
-            ``setting``, ``split``, ``scores``, ``training``, ... (saved in the checkpoint).
+            ``setting``, ``split``, ``scores``, ``training``, ``configuration``, ... (saved in
+            the checkpoint).
         targets: Names of the model's outputs, in order (default: the declared targets,
             :func:`driple.metrics.target_names`).
+        graph_inputs: Fitted :class:`GraphInputs` (the hybrid's and the features-only model's
+            graph-level features and priors, with the setting and host figures); None: the
+            model reads the legacy ``graph_attr`` columns (``graph_channels > 0``) or none.
+        target_priors: With ``graph_inputs``, the prior of each target (a name of
+            :data:`driple.graph.summary_features.PRIORS` or None) when the model predicts
+            residuals over them (``target = prior x exp(output)``, the ``ln`` target scaling);
+            None: plain targets.
     """
 
-    def __init__(self, model: Inspector, feature_scaler: FeatureScaler,
+    def __init__(self, model: torch.nn.Module, feature_scaler: FeatureScaler,
                  target_scaler: TargetScaler, info: Optional[dict] = None,
-                 targets: Optional[Sequence[str]] = None):
+                 targets: Optional[Sequence[str]] = None, graph_inputs: Optional[GraphInputs] = None,
+                 target_priors: Optional[Sequence[Optional[str]]] = None):
         self.model = model
         self.feature_scaler = feature_scaler
         self.target_scaler = target_scaler
         self.info = dict(info or {})
         self.targets = tuple(targets if targets is not None else target_names())
+        self.graph_inputs = graph_inputs
+        self.target_priors = None if target_priors is None else tuple(target_priors)
+        self._labels, self._units = label_version(), None  # from_state sets the recorded ones
         if len(self.targets) != model.out_channels:
             raise DripleError(f"the model has {model.out_channels} outputs for {len(self.targets)} "
                               f"targets ({', '.join(self.targets)})")
+        if graph_inputs is not None and model.graph_channels != len(graph_inputs):
+            raise DripleError(f"the model reads {model.graph_channels} graph-level inputs, the "
+                              f"graph inputs give {len(graph_inputs)}")
+        if self.target_priors is not None:
+            if graph_inputs is None:
+                raise DripleError("residuals over priors need the graph inputs (setting, host figures)")
+            if len(self.target_priors) != len(self.targets):
+                raise DripleError(f"{len(self.target_priors)} target priors for {len(self.targets)} targets")
+            if target_scaler.method != "ln":
+                raise DripleError(f"residuals over priors need the 'ln' target scaling, not "
+                                  f"{target_scaler.method!r}")
+
+    @property
+    def residual(self) -> bool:
+        """Whether the model predicts ``ln(target / prior)`` (see ``target_priors``)."""
+        return self.target_priors is not None
+
+    @property
+    def host(self):
+        """The host figures the inspector was trained with (:class:`~driple.graph.host_speed.HostSpeed`),
+        or None (an inspector without physical priors)."""
+        return None if self.graph_inputs is None else self.graph_inputs.host
+
+    @property
+    def configuration(self) -> str:
+        """``"gnn"`` (the paper's), ``"hybrid"`` or ``"features"`` (see :mod:`driple.inspector.model`)."""
+        if not getattr(self.model, "reads_graph", True):
+            return "features"
+        return "hybrid" if self.graph_inputs is not None else "gnn"
 
     @property
     def feature_set(self) -> Optional[str]:
@@ -121,25 +164,47 @@ class TrainedInspector:
         from driple.inspector.model import gcn_edges, is_symmetric
 
         out = []
+        graphs = list(graphs)
         for g in graphs:
             self._check_graph(g)
+        attrs = self.graph_level(graphs) if self.model.graph_channels else None
+        priors = self.priors(graphs) if self.residual else None
+        for i, g in enumerate(graphs):
             s = self.feature_scaler.transform(g)
             n = s.x.size(0)
             index, weight = gcn_edges(s.edge_index, s.edge_weight, n, s.x.dtype)
             item = Data(x=s.x, edge_index=s.edge_index, edge_weight=s.edge_weight,
                         gcn_index=index, gcn_weight=weight,
                         gcn_symmetric=is_symmetric(index, weight, n), num_nodes=n)
-            if self.model.graph_channels:
-                if getattr(s, "graph_attr", None) is None:
-                    raise DripleError("this inspector reads graph-level attributes (graph_attr); "
-                                      "build the graph with driple.graph.build")
-                item.graph_attr = s.graph_attr
+            if attrs is not None:
+                item.graph_attr = attrs[i:i + 1]
             y = getattr(g, "y", None)
             if y is not None:
-                item.y = torch.as_tensor(self.target_scaler.transform(y.view(1, -1).double().numpy()),
-                                         dtype=torch.float32)
+                item.y = torch.as_tensor(self.target_scaler.transform(
+                    y.view(1, -1).double().numpy(), None if priors is None else priors[i:i + 1]),
+                    dtype=torch.float32)
             out.append(item)
         return out
+
+    def graph_level(self, graphs: Sequence) -> torch.Tensor:
+        """The model's scaled graph-level inputs ``[n, graph_channels]``: the graph inputs'
+        features and priors, or (checkpoints without them) the legacy ``graph_attr`` columns."""
+        if self.graph_inputs is not None:
+            return self.graph_inputs.transform(stack_graph_features(graphs))
+        if any(getattr(g, "graph_attr", None) is None for g in graphs):
+            raise DripleError("this inspector reads graph-level attributes (graph_attr); "
+                              "build the graph with driple.graph.build")
+        return self.feature_scaler.transform_graph_attr(torch.cat([g.graph_attr.view(1, -1) for g in graphs]))
+
+    def priors(self, graphs: Sequence) -> np.ndarray:
+        """Each target's physical prior ``[n, targets]`` in the targets' units for ``graphs``
+        (NaN where a target has none), computed for this inspector's setting on the host figures
+        it was trained with; the bases of a residual inspector."""
+        if self.graph_inputs is None:
+            raise DripleError("this inspector has no physical priors (no graph-level inputs)")
+        names = self.target_priors if self.target_priors is not None else \
+            [target(t).prior for t in self.targets]
+        return self.graph_inputs.target_priors(stack_graph_features(graphs), names)
 
     @torch.inference_mode()
     def predict_scaled(self, prepared: Sequence, batch_size: int = 16) -> np.ndarray:
@@ -157,6 +222,15 @@ class TrainedInspector:
         if not outs:
             return np.zeros((0, self.model.out_channels))
         return torch.cat(outs).double().numpy()
+
+    def to_targets(self, scaled: np.ndarray, graphs: Optional[Sequence] = None) -> np.ndarray:
+        """Raw targets from model outputs ``[n, targets]`` (of ``graphs``, needed by a residual
+        inspector for its priors)."""
+        if self.residual:
+            if graphs is None:
+                raise DripleError("a residual inspector needs the graphs to turn outputs into targets")
+            return self.target_scaler.inverse_transform(scaled, self.priors(graphs))
+        return self.target_scaler.inverse_transform(scaled)
 
     def predict(self, graphs, batch_size: int = 16) -> np.ndarray:
         """Predicted targets ``[n, targets]`` in raw units (order of :attr:`targets`) for one graph
@@ -177,27 +251,26 @@ class TrainedInspector:
         self.model.eval()
         fs, outs = self.feature_scaler, []
         step = max(1, min(int(batch_size), MAX_PASS_GRAPHS))
+        reads_graph = getattr(self.model, "reads_graph", True)
         for i in range(0, len(graphs), step):
             chunk = graphs[i:i + step]
             for g in chunk:
                 self._check_graph(g)
-            attr = None
-            if self.model.graph_channels:
-                if any(getattr(g, "graph_attr", None) is None for g in chunk):
-                    raise DripleError("this inspector reads graph-level attributes (graph_attr); "
-                                      "build the graph with driple.graph.build")
-                attr = fs.transform_graph_attr(torch.cat([g.graph_attr.view(1, -1) for g in chunk]))
-            weight = torch.cat([g.edge_weight if getattr(g, "edge_weight", None) is not None
-                                else torch.ones(g.edge_index.size(1)) for g in chunk])
+            attr = self.graph_level(chunk) if self.model.graph_channels else None
             with torch.inference_mode(), flush_denormals():
-                batch = GraphBatch.from_edges(
-                    fs.transform_x(torch.cat([fs.check_width(g.x) for g in chunk])),
-                    [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],
-                    fs.transform_edge_weight(weight), attr)
-                outs.append(run_batch(self.model, batch))
+                if reads_graph:
+                    weight = torch.cat([g.edge_weight if getattr(g, "edge_weight", None) is not None
+                                        else torch.ones(g.edge_index.size(1)) for g in chunk])
+                    batch = GraphBatch.from_edges(
+                        fs.transform_x(torch.cat([fs.check_width(g.x) for g in chunk])),
+                        [g.x.size(0) for g in chunk], [g.edge_index for g in chunk],
+                        fs.transform_edge_weight(weight), attr)
+                    outs.append(run_batch(self.model, batch))
+                else:  # the features-only model reads nothing of the graph itself
+                    outs.append(self.model.head(None, attr))
         if not outs:
             return np.zeros((0, self.model.out_channels))
-        return self.target_scaler.inverse_transform(torch.cat(outs).double().numpy())
+        return self.to_targets(torch.cat(outs).double().numpy(), graphs)
 
     def build_options(self) -> dict:
         """Graph-builder options this inspector was trained with (groups, grouping, features,
@@ -225,8 +298,26 @@ class TrainedInspector:
             "feature_scaler": self.feature_scaler.to_dict(),
             "target_scaler": self.target_scaler.to_dict(),
             "metrics": list(self.targets),  # the target names, in output order
+            "units": {t: self.units.get(t) for t in self.targets},
+            "labels": self.labels,
+            "graph_inputs": None if self.graph_inputs is None else self.graph_inputs.to_dict(),
+            "target_priors": None if self.target_priors is None else list(self.target_priors),
             **self.info,
         }
+
+    @property
+    def labels(self) -> str:
+        """The label declaration the inspector was trained on (``"v1"``, ``"v2"``;
+        :func:`driple.metrics.label_version` when it was made)."""
+        return self._labels
+
+    @property
+    def units(self) -> dict:
+        """``{target: unit}`` of its outputs when it was trained."""
+        if self._units:
+            return dict(self._units)
+        declared = target_units()
+        return {t: declared.get(t) for t in self.targets}
 
     def save(self, path: str) -> str:
         """Write the checkpoint to ``path`` (a directory gets ``inspector.pt``); returns the file."""
@@ -252,33 +343,56 @@ class TrainedInspector:
         if state.get("format_version") != CHECKPOINT_VERSION:
             raise DripleError(f"{source} has checkpoint format {state.get('format_version')}, "
                               f"expected {CHECKPOINT_VERSION}; retrain with `driple train`")
-        check_targets(state.get("metrics"), source)
+        check_targets(state.get("metrics"), source, state.get("labels") or "v1", state.get("units"))
         try:
-            model = Inspector(**state["config"])
+            model = build_model(state["config"])
             model.load_state_dict(state["state_dict"])
             feature_scaler = FeatureScaler.from_dict(state["feature_scaler"])
             target_scaler = TargetScaler.from_dict(state["target_scaler"])
+            graph_inputs = GraphInputs.from_dict(state["graph_inputs"]) if state.get("graph_inputs") else None
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise DripleError(f"{source} is damaged ({type(exc).__name__}: {exc}); "
                               "retrain with `driple train`") from None
-        if len(feature_scaler.feature_names) != model.in_channels:
+        if getattr(model, "reads_graph", True) and len(feature_scaler.feature_names) != model.in_channels:
             raise DripleError(f"{source} is inconsistent: {len(feature_scaler.feature_names)} "
                               f"feature names for a model of {model.in_channels} inputs")
         model.eval()
         skip = {"format", "format_version", "driple_version", "config", "state_dict",
-                "feature_scaler", "target_scaler", "metrics"}
+                "feature_scaler", "target_scaler", "metrics", "units", "labels", "graph_inputs",
+                "target_priors"}
         if model.out_channels != len(state["metrics"]):
             raise DripleError(f"{source} is inconsistent: {model.out_channels} outputs for "
                               f"{len(state['metrics'])} target names")
-        return cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip},
-                   targets=state["metrics"])
+        out = cls(model, feature_scaler, target_scaler, {k: v for k, v in state.items() if k not in skip},
+                  targets=state["metrics"], graph_inputs=graph_inputs,
+                  target_priors=state.get("target_priors"))
+        out._labels, out._units = state.get("labels") or "v1", state.get("units")
+        return out
 
 
-def check_targets(names, source: str = "the checkpoint") -> None:
-    """Refuse a checkpoint whose target names (in output order) are not the declared ones."""
+#: The label declarations in words, for the error that refuses a checkpoint of the other one.
+LABEL_WORDS = {"v1": "12 targets, memory burst amount in % of host memory, no step time",
+               "v2": "13 targets, memory burst amount in MB (peak allocated), step_time in s"}
+
+
+def check_targets(names, source: str = "the checkpoint", labels: str = "v1",
+                  units: Optional[dict] = None) -> None:
+    """Refuse a checkpoint whose label version (:func:`driple.metrics.label_version`), target
+    names (in output order) or units are not the declared ones."""
     declared = list(target_names())
     names = list(names) if isinstance(names, (list, tuple)) else names
+    if labels != label_version():
+        raise DripleError(
+            f"{source} was trained on labels {labels} ({LABEL_WORDS.get(labels, '?')}) but driple "
+            f"declares labels {label_version()} ({LABEL_WORDS.get(label_version(), '?')}); retrain "
+            f"it on a labels-{label_version()} dataset with `driple train`")
     if names == declared:
+        wrong = {t: (u, unit) for t, unit in target_units().items()
+                 if isinstance(units, dict) and (u := units.get(t)) not in (None, unit)}
+        if wrong:
+            raise DripleError(f"{source} predicts " + ", ".join(
+                f"{t} in {u}" for t, (u, _) in wrong.items()) + " but driple declares " + ", ".join(
+                f"{t} in {d}" for t, (_, d) in wrong.items()) + "; retrain with `driple train`")
         return
     if not isinstance(names, list):
         raise DripleError(f"{source} records no target names; retrain with `driple train`")

@@ -37,9 +37,9 @@ from driple.errors import DripleError
 from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED
 from driple.metrics import target_names
 
-CACHE_VERSION = 1  # bump when the cached graph layout changes
+CACHE_VERSION = 2  # bump when the cached graph layout changes (2: graph_features)
 CONFIG_COLUMNS = ("model", "knobs", "batch_size", "optimizer", "setting")
-GRAPH_KEYS = ("x", "edge_index", "edge_weight", "graph_attr")
+GRAPH_KEYS = ("x", "edge_index", "edge_weight", "graph_attr", "graph_features")
 
 
 def _digest(obj) -> str:
@@ -106,7 +106,7 @@ def _build_one(args) -> tuple[str, Optional[str]]:
 
 def _store(data, path: str, options: dict) -> dict:
     family = (getattr(data, "summary", None) or {}).get("family")
-    stored = {k: getattr(data, k) for k in GRAPH_KEYS}
+    stored = {k: getattr(data, k) for k in GRAPH_KEYS if getattr(data, k, None) is not None}
     stored.update(feature_set=str(getattr(data, "feature_set", options["features"])),
                   vocab_digest=str(getattr(data, "vocab_digest", "")),
                   grouping_key=str(getattr(data, "grouping_key", "")),
@@ -144,6 +144,7 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
         raise DripleError(f"{path} not found: a dataset directory holds the collector's "
                           "results.csv (run `driple collect sweep ...` first)")
     frame = read_csv(path, dtype={"job_id": str, "knobs": str})
+    check_label_version(frame, path)
     missing = [c for c in ("job_id", "status", *CONFIG_COLUMNS, *target_names()) if c not in frame]
     if missing:
         raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
@@ -156,13 +157,46 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
     return frame.reset_index(drop=True)
 
 
+def dataset_label_version(frame) -> str:
+    """``"v2"`` when the table's ``labels`` column names the timeline labeller
+    (``timeline-v2``), else ``"v1"`` (the shipped k-means datasets have no such column)."""
+    if "labels" not in frame:
+        return "v1"
+    values = {str(v) for v in frame["labels"].dropna().unique()}
+    return "v2" if values and all(v.startswith("timeline-v2") for v in values) else "v1"
+
+
+def check_label_version(frame, path: str) -> None:
+    """Refuse a table whose labels are not those driple declares (:func:`driple.metrics.label_version`):
+    a v1 table's memory amount is % of host memory and it has no step time; a v2 table's memory
+    amount is MB."""
+    from driple.metrics import label_version
+
+    have, declared = dataset_label_version(frame), label_version()
+    if have != declared:
+        raise DripleError(
+            f"{path} holds labels {have} but driple declares labels {declared} (driple.metrics."
+            f"DECLARED_LABELS): {LABEL_WORDS[have]}; use a dataset measured with labels "
+            f"{declared}, or `driple.metrics.use_labels({have!r})` to read it as it is")
+
+
+LABEL_WORDS = {"v1": "memory amounts in % of host memory, no step time",
+               "v2": "memory amounts in MB, with step_time"}
+
+
 class InspectorDataset(InMemoryDataset):
     r"""The measured jobs of one dataset directory as graphs with targets.
 
     Every item has ``x``, ``edge_index``, ``edge_weight``, ``graph_attr`` ``[1, 6]`` (see
-    :data:`driple.graph.build.GRAPH_ATTRS`), ``y`` ``[1, targets]`` (raw units, order of
-    :attr:`target_names`: the declared targets, :func:`driple.metrics.target_names`), and the strings ``job_id``, ``model``, ``family``,
-    ``config_key``, ``feature_set``, ``vocab_digest`` and ``grouping_key``.
+    :data:`driple.graph.build.GRAPH_ATTRS`), ``graph_features`` ``[1, F]`` (see
+    :data:`driple.graph.summary_features.GRAPH_FEATURES`), ``y`` ``[1, targets]`` (raw units,
+    order of :attr:`target_names`: the declared targets, :func:`driple.metrics.target_names`),
+    and the strings ``job_id``, ``model``, ``family``, ``setting``, ``config_key``,
+    ``feature_set``, ``vocab_digest`` and ``grouping_key``.
+
+    ``dataset[idx]`` with a list of positions is a subset that keeps all of this (and
+    :attr:`setting`, :attr:`options`): what :func:`driple.inspector.train.train_inspector`
+    takes as its training and validation jobs.
 
     Args:
         root (str): The dataset directory (holding ``results.csv``).
@@ -301,13 +335,18 @@ class InspectorDataset(InMemoryDataset):
             if key not in graphs:
                 continue
             g = graphs[key]
+            if getattr(g, "graph_features", None) is None:
+                raise DripleError(f"the graph builder made no graph_features for {row['model']}; "
+                                  "build graphs with driple.graph.build (or add them to a custom builder)")
             y = torch.tensor([[float(row[m]) for m in self.target_names]], dtype=torch.float32)
             family = row.get("family")
             family = str(family) if isinstance(family, str) and family else (g.family or row["model"])
             data_list.append(Data(
                 x=g.x.float(), edge_index=g.edge_index.long(), edge_weight=g.edge_weight.float(),
-                graph_attr=g.graph_attr.double().view(1, -1), y=y, num_nodes=g.x.size(0),
+                graph_attr=g.graph_attr.double().view(1, -1),
+                graph_features=g.graph_features.double().view(1, -1), y=y, num_nodes=g.x.size(0),
                 job_id=str(row["job_id"]), model=str(row["model"]), family=family,
+                setting=str(row["setting"]),
                 config_key=key, feature_set=g.feature_set, vocab_digest=g.vocab_digest,
                 grouping_key=g.grouping_key))
         if failed:
@@ -350,6 +389,12 @@ class InspectorDataset(InMemoryDataset):
     def graph_attrs(self) -> np.ndarray:
         """Graph-level attributes ``[n, 6]`` (for the tabular baseline)."""
         return self._data.graph_attr.view(self._data.y.size(0), -1)[list(self.indices())].numpy()
+
+    @property
+    def graph_features(self) -> np.ndarray:
+        """Graph-level features ``[n, F]`` (:data:`driple.graph.summary_features.GRAPH_FEATURES`,
+        raw units)."""
+        return self._data.graph_features.view(self._data.y.size(0), -1)[list(self.indices())].numpy()
 
     def _unique(self, name: str) -> str:
         values = sorted(set(self._column(name)))

@@ -1,13 +1,14 @@
-"""Estimators by name: the baselines, the paper's graph network, and any registered one.
+"""Estimators by name: the baselines, the inspector's configurations (the paper's graph network,
+the hybrid with graph-level features and priors, features only), and any registered one.
 
 :func:`make_estimator` makes a fresh :class:`~driple.inspector.estimators.Estimator` by name
 (what ``driple evaluate --estimators`` and ``scripts/reproduce.py --estimators`` take); a new
 kind is one :func:`register_estimator` of a factory
 ``factory(seed=, options=, progress=, cache=) -> Estimator``, e.g. a hybrid inspector::
 
-    register_estimator("hybrid", lambda seed=0, options=None, progress=False, cache=None:
-                       GNNEstimator(options=options, progress=progress, cache=cache, name="hybrid",
-                                    graph_attr=True))
+    register_estimator("gnn-k5", lambda seed=0, options=None, progress=False, cache=None:
+                       GNNEstimator(options=options, progress=progress, cache=cache, name="gnn-k5",
+                                    num_repeats=5))
 """
 from __future__ import annotations
 
@@ -46,16 +47,33 @@ def _builtin() -> dict[str, Factory]:
         return GNNEstimator(options=options, progress=progress, cache=cache, num_repeats=10,
                             graph_attr=False)
 
+    def configured(preset_name):
+        def factory(seed=0, options=None, progress=False, cache=None):
+            """An inspector configuration of :func:`~driple.inspector.train.preset`; given
+            ``options`` keep the preset's target scaling (the priors need log targets)."""
+            from dataclasses import replace
+
+            from driple.inspector.train import preset
+
+            config, own = preset(preset_name, epochs=150, patience=20)
+            options = replace(options, target_scaling=own.target_scaling) if options else own
+            return GNNEstimator(options=replace(options, seed=seed), progress=progress, cache=cache,
+                                name=preset_name, config=config)
+
+        return factory
+
     return {
         "mean": lambda seed=0, **_: MeanBaseline(),
         "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
         "knn": lambda seed=0, **_: NearestArchitecture(),
         "gnn": gnn,
+        "hybrid": configured("hybrid"),
+        "features": configured("features"),
     }
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "knn", "gnn")
+    return ("mean", "hgb", "knn", "gnn", "hybrid", "features")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -66,7 +84,9 @@ def estimator_names() -> tuple[str, ...]:
 def make_estimator(name: str, seed: int = 0, options=None, progress: bool = False,
                    cache: Optional[dict] = None) -> Estimator:
     """A fresh estimator by name: ``mean``, ``hgb``, ``knn`` (baselines), ``gnn`` (the paper's
-    graph network trained from scratch with ``options``), or a registered one."""
+    graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
+    inspector with graph-level features and priors, with or without the graph), or a
+    registered one."""
     factories = {**_builtin(), **_REGISTRY}
     if name not in factories:
         raise DripleError(f"unknown estimator {name!r}; choose among {', '.join(estimator_names())}")

@@ -11,7 +11,7 @@ some of its jobs:
 - ``note_``: said beside its scores (e.g. ``"family seen in source"``), or None.
 
 Graph models here: :class:`GNNEstimator` (:func:`~driple.inspector.train.train_inspector`,
-the inspector trained from scratch), :class:`TransferEstimator` (fine-tuned from a source
+an inspector of any configuration trained from scratch), :class:`TransferEstimator` (fine-tuned from a source
 inspector, optionally retrained without what the fold holds out) and
 :class:`CheckpointEstimator` (a trained inspector as it is). The baselines are in
 :mod:`driple.inspector.baselines`.
@@ -81,19 +81,29 @@ class GNNEstimator(Estimator):
         cache: A dict shared between estimators: a training already done with the same jobs,
             model and options is reused (e.g. a source setting's family fold, retrained again as
             a transferred inspector's source).
-        **model_kwargs: Passed to ``train_inspector`` (``hidden_channels``, ``num_repeats``,
-            ``set2set_steps``, ``dropout``, ``graph_attr``, ...).
+        config: An :class:`~driple.inspector.train.InspectorConfig` (which network: the
+            paper's GNN, the hybrid, features only; e.g. from
+            :func:`~driple.inspector.train.preset`); None: the paper's GNN built from
+            ``model_kwargs``.
+        host: Host figures for the priors of the hybrid and features-only networks (default:
+            :func:`~driple.inspector.train.training_host`).
+        **model_kwargs: Passed to ``train_inspector`` without a ``config`` (``hidden_channels``,
+            ``num_repeats``, ``set2set_steps``, ``dropout``, ``graph_attr``, ...).
     """
 
     name = "gnn"
 
     def __init__(self, options=None, progress: bool = False, cache: Optional[dict] = None,
-                 name: Optional[str] = None, **model_kwargs):
+                 name: Optional[str] = None, config=None, host=None, **model_kwargs):
         from driple.inspector.train import TrainOptions
 
+        if config is not None and model_kwargs:
+            raise ValueError("give the network as config or as model keyword arguments, not both")
         self.options = options or TrainOptions()
         self.progress = progress
         self.cache = cache
+        self.config = config
+        self.host = host
         self.model_kwargs = model_kwargs
         if name:
             self.name = name
@@ -108,13 +118,18 @@ class GNNEstimator(Estimator):
     def fit(self, dataset, train, val) -> "GNNEstimator":
         from driple.inspector.train import train_inspector
 
-        key = training_key(dataset, train, val, {"gnn": self.model_kwargs,
-                                                 "options": self.options.to_dict()})
+        what = self.config.to_dict() if self.config is not None else {"gnn": self.model_kwargs}
+        key = training_key(dataset, train, val, {"model": what, "options": self.options.to_dict()})
         if self.cache is not None and key in self.cache:
             self.inspector_ = self.cache[key]
             return self
-        self.inspector_ = train_inspector(dataset, _fit_split(train, val), options=self.options,
-                                          progress=self.progress, **self.model_kwargs)
+        if self.config is not None:
+            self.inspector_ = train_inspector(dataset[list(train)], dataset[list(val)] if len(val) else None,
+                                              self.options, self.config, host=self.host,
+                                              progress=self.progress)
+        else:
+            self.inspector_ = train_inspector(dataset, _fit_split(train, val), options=self.options,
+                                              progress=self.progress, **self.model_kwargs)
         if self.cache is not None:
             self.cache[key] = self.inspector_
         return self

@@ -1,8 +1,16 @@
 """The inspector network: GCN φf, a shared GCN φr repeated K times with GRU updates, Set2Set, MLP.
 
 Follows Driple (SIGMETRICS 2022) and PyG's ``examples/qm9_nn_conv.py``. Inputs are scaled
-grouped graphs (see :mod:`driple.inspector.scaling`); outputs are the 12 scaled metrics of
-:data:`driple.metrics.METRICS`.
+grouped graphs (see :mod:`driple.inspector.scaling`); outputs are the scaled targets of
+:func:`driple.metrics.target_names`.
+
+Three configurations (compared in the ablation; a checkpoint records which it is):
+
+- **paper GNN**: :class:`Inspector` with ``graph_channels=0``: the graph alone;
+- **hybrid**: :class:`Inspector` with ``graph_channels > 0``: the Set2Set embedding joined,
+  before the MLP, with the scaled graph-level features and physical priors
+  (:mod:`driple.inspector.graph_inputs`); optionally predicting residuals over the priors;
+- **features only**: :class:`FeatureMLP`: the graph-level inputs alone, no graph network.
 
 The layers are PyG's (:class:`GCNConv`, :class:`torch.nn.GRUCell`, :class:`Set2Set`, :class:`MLP`),
 so checkpoints hold their parameters, but the K repetitions, where nearly all the time goes, run
@@ -578,6 +586,82 @@ class Inspector(torch.nn.Module):
         return (f'{self.__class__.__name__}({self.in_channels}, {self.out_channels}, '
                 f'hidden_channels={self.hidden_channels}, num_repeats={self.num_repeats}'
                 f'{tuned}{graph})')
+
+
+class FeatureMLP(torch.nn.Module):
+    r"""The features-only inspector: an MLP on the graph-level inputs alone, no graph network.
+
+    The third configuration of the ablation (paper GNN, hybrid, features only): what the
+    graph-level features and priors predict without the grouped graph. Same interface as
+    :class:`Inspector` (``forward``, ``forward_batch``, ``head``, ``config``), so training,
+    checkpoints and prediction treat both alike; ``x`` and the edges are ignored.
+
+    Args:
+        graph_channels (int): Number of (scaled) graph-level inputs.
+        hidden_channels (int, optional): Width of the hidden layers. (default: :obj:`64`)
+        out_channels (int, optional): Number of predicted targets. (default: :obj:`12`)
+        num_layers (int, optional): Linear layers of the MLP. (default: :obj:`3`)
+        dropout (float, optional): Dropout between the layers. (default: :obj:`0.0`)
+    """
+    reads_graph = False  # prediction skips normalising the adjacency
+
+    def __init__(self, graph_channels: int, hidden_channels: int = 64, out_channels: int = 12,
+                 num_layers: int = 3, dropout: float = 0.0):
+        super().__init__()
+        if graph_channels < 1 or hidden_channels < 1 or out_channels < 1 or num_layers < 1:
+            raise ValueError("graph_channels, hidden_channels, out_channels and num_layers must be positive")
+        self.graph_channels = graph_channels
+        self.hidden_channels = hidden_channels
+        self.out_channels = out_channels
+        self.num_layers = num_layers
+        self.dropout = dropout
+        self.mlp = MLP([graph_channels, *[hidden_channels] * (num_layers - 1), out_channels],
+                       dropout=dropout, norm=None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        r"""Resets all learnable parameters of the module."""
+        self.mlp.reset_parameters()
+
+    def config(self) -> dict:
+        r"""The keyword arguments that rebuild this module, with ``kind="features"``."""
+        return dict(kind="features", graph_channels=self.graph_channels,
+                    hidden_channels=self.hidden_channels, out_channels=self.out_channels,
+                    num_layers=self.num_layers, dropout=self.dropout)
+
+    def head(self, z: Optional[Tensor], graph_attr: Optional[Tensor] = None) -> Tensor:
+        r"""The MLP on the graph-level inputs :math:`[B, \text{graph\_channels}]`."""
+        if graph_attr is None or graph_attr.dim() != 2 or graph_attr.size(1) != self.graph_channels:
+            got = None if graph_attr is None else list(graph_attr.shape)
+            raise ValueError(f"expected graph_attr of shape [B, {self.graph_channels}], got {got}")
+        return self.mlp(graph_attr)
+
+    def forward(self, x: Optional[Tensor] = None, edge_index: Optional[Tensor] = None,
+                edge_weight: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                batch_size: Optional[int] = None, graph_attr: Optional[Tensor] = None) -> Tensor:
+        r"""Predictions :math:`[B, \text{out\_channels}]` from ``graph_attr`` alone."""
+        return self.head(None, graph_attr)
+
+    def forward_batch(self, data: 'GraphBatch') -> Tensor:
+        return self.head(None, data.graph_attr)
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.graph_channels}, {self.out_channels}, '
+                f'hidden_channels={self.hidden_channels}, num_layers={self.num_layers})')
+
+
+MODEL_KINDS = {"inspector": Inspector, "features": FeatureMLP}
+
+
+def build_model(config: dict) -> torch.nn.Module:
+    r"""The network a checkpoint's ``config`` describes: :class:`Inspector` (``kind`` absent or
+    ``"inspector"``: the paper's GNN, or the hybrid with ``graph_channels > 0``) or
+    :class:`FeatureMLP` (``kind="features"``)."""
+    config = dict(config)
+    kind = config.pop("kind", "inspector")
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(MODEL_KINDS)}")
+    return MODEL_KINDS[kind](**config)
 
 
 def reference_forward(model: Inspector, x: Tensor, edge_index: Tensor,

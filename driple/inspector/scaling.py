@@ -4,6 +4,8 @@ Group features arrive in raw units (MB, counts, GFLOPs) spanning orders of magni
 size-like columns go through ``log1p`` and every column is then standardised with statistics of
 the training graphs. Edge weights (op edges behind a group edge) go through ``log1p``.
 Targets are scaled per column; the paper's code divides by the training maximum (``"max"``).
+``"ln"`` takes the natural log (with a small floor per column) and can be relative to a prior
+per job and target: the network then predicts ``ln(target / prior)``, a residual over physics.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import torch
 
 from driple.errors import DripleError
 
-TARGET_METHODS = ("max", "standard", "log")
+TARGET_METHODS = ("max", "standard", "log", "ln")
 
 
 def _is_share(name: str) -> bool:
@@ -119,16 +121,24 @@ def _moments(x: torch.Tensor) -> tuple[list, list]:
 
 
 class TargetScaler:
-    """Per-column scaling of the 12 targets; NaN (a metric that could not be measured) is kept.
+    """Per-column scaling of the targets; NaN (a metric that could not be measured) is kept.
 
     Args:
         method: ``"max"`` divides by the column's training maximum of ``|y|`` (the paper's
             code); ``"standard"`` z-scores; ``"log"`` z-scores ``log1p(y)`` (for skewed
-            non-negative targets such as durations).
+            non-negative targets such as durations); ``"ln"`` z-scores ``ln(y + eps) -
+            ln(base)`` where ``eps`` is 1 % of the column's median positive training value and
+            ``base`` is ``prior + eps`` for a target with a prior (a residual over it:
+            ``y = (prior + eps) x exp(output) - eps``) and 1 otherwise; ``log1p`` flattens
+            durations of milliseconds to their value, ``ln`` keeps them relative.
 
-    Learned attributes: ``center_``, ``scale_`` (one float per column); ``low_``, ``high_``:
-    the smallest and largest training value of each column in raw units (the range the
-    inspector has seen; predictions outside it are extrapolations).
+    ``base`` (``ln`` only): ``[n, targets]`` priors in the targets' units, NaN where a target has
+    none (see :meth:`bases`); the same priors must be given to :meth:`transform` and
+    :meth:`inverse_transform` as to :meth:`fit`.
+
+    Learned attributes: ``center_``, ``scale_`` (one float per column); ``eps_`` (``ln``);
+    ``low_``, ``high_``: the smallest and largest training value of each column in raw units
+    (the range the inspector has seen; predictions outside it are extrapolations).
     """
 
     def __init__(self, method: str = "max"):
@@ -136,18 +146,39 @@ class TargetScaler:
             raise DripleError(f"unknown target scaling {method!r}; use one of {', '.join(TARGET_METHODS)}")
         self.method = method
 
-    def _pre(self, y: np.ndarray) -> np.ndarray:
-        return np.log1p(np.clip(y, 0, None)) if self.method == "log" else y
-
     low_ = high_ = None  # checkpoints from before the range was recorded have none
+    eps_ = None
 
-    def fit(self, y) -> "TargetScaler":
+    def bases(self, prior) -> np.ndarray:
+        """``ln`` of the residual bases: ``ln(prior + eps)`` where a prior is given, 0 elsewhere."""
+        prior = np.asarray(prior, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(prior), np.log(np.clip(prior, 0, None) + np.asarray(self.eps_)), 0.0)
+
+    def _pre(self, y: np.ndarray, prior=None) -> np.ndarray:
+        if prior is not None and self.method != "ln":
+            raise DripleError(f"targets relative to priors need the 'ln' target scaling, not {self.method!r}")
+        if self.method == "log":
+            return np.log1p(np.clip(y, 0, None))
+        if self.method == "ln":
+            with np.errstate(invalid="ignore"):
+                out = np.log(np.clip(y, 0, None) + np.asarray(self.eps_))
+            return out if prior is None else out - self.bases(prior)
+        return y
+
+    def fit(self, y, prior=None) -> "TargetScaler":
         raw = np.asarray(y, dtype=np.float64)
-        y = self._pre(raw)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
             self.low_ = np.nanmin(raw, axis=0).tolist()
             self.high_ = np.nanmax(raw, axis=0).tolist()
+            if self.method == "ln":
+                eps = []
+                for j in range(raw.shape[1]):
+                    col = raw[:, j][np.isfinite(raw[:, j]) & (raw[:, j] > 0)]
+                    eps.append(0.01 * float(np.median(col)) if len(col) else 1e-9)
+                self.eps_ = eps
+            y = self._pre(raw, prior)
             if self.method == "max":
                 center = np.zeros(y.shape[1])
                 scale = np.nanmax(np.abs(y), axis=0)
@@ -159,18 +190,28 @@ class TargetScaler:
         self.center_, self.scale_ = center.tolist(), scale.tolist()
         return self
 
-    def transform(self, y) -> np.ndarray:
-        y = self._pre(np.asarray(y, dtype=np.float64))
+    def transform(self, y, prior=None) -> np.ndarray:
+        y = self._pre(np.asarray(y, dtype=np.float64), prior)
         return (y - np.asarray(self.center_)) / np.asarray(self.scale_)
 
-    def inverse_transform(self, z) -> np.ndarray:
+    def inverse_transform(self, z, prior=None) -> np.ndarray:
         y = np.asarray(z, dtype=np.float64) * np.asarray(self.scale_) + np.asarray(self.center_)
-        return np.expm1(y) if self.method == "log" else y
+        if self.method == "log":
+            return np.expm1(y)
+        if self.method == "ln":
+            if prior is not None:
+                y = y + self.bases(prior)
+            return np.exp(y) - np.asarray(self.eps_)
+        if prior is not None:
+            raise DripleError(f"targets relative to priors need the 'ln' target scaling, not {self.method!r}")
+        return y
 
     def to_dict(self) -> dict:
         state = {"method": self.method, "center": list(self.center_), "scale": list(self.scale_)}
         if self.low_ is not None:
             state["low"], state["high"] = list(self.low_), list(self.high_)
+        if self.eps_ is not None:
+            state["eps"] = list(self.eps_)
         return state
 
     @classmethod
@@ -179,5 +220,8 @@ class TargetScaler:
         scaler.center_, scaler.scale_ = list(state["center"]), list(state["scale"])
         if state.get("low") is not None:
             scaler.low_, scaler.high_ = list(state["low"]), list(state["high"])
+        if state.get("eps") is not None:
+            scaler.eps_ = list(state["eps"])
+        elif scaler.method == "ln":
+            raise DripleError("an 'ln' target scaling without its eps is incomplete")
         return scaler
-

@@ -1,26 +1,36 @@
 """Training an inspector: MSE on scaled targets, Adam, early stopping on the validation loss.
 
-:func:`train_inspector` is the one call: dataset + split in, a :class:`TrainedInspector` (model,
-scalers, record of the run, test scores) out. :func:`fit` is the bare loop, reused by
-fine-tuning.
+:func:`train_inspector` is the one call: training and validation jobs in (and the
+configuration, :class:`InspectorConfig`: the paper's GNN, the hybrid, or features only), a
+:class:`TrainedInspector` (model, scalers, graph-level inputs with the host figures, record of
+the run, scores) out. :func:`select_inspector` chooses among configurations on validation
+jobs only; :class:`~driple.inspector.estimators.GNNEstimator` (``config=``) wraps training
+for the evaluation harness. :func:`fit` is the bare loop, reused by fine-tuning.
+
+    from driple.inspector.train import preset, train_inspector
+    config, options = preset("hybrid", epochs=150)
+    inspector = train_inspector(dataset[split.train], dataset[split.val], options, config)
 """
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
-from typing import Optional, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import (GraphBatch, Inspector, flush_denormals, release_workspaces,
-                                    run_batch)
+from driple.graph.summary_features import GRAPH_FEATURES
 from driple.inspector.checkpoint import TrainedInspector
+from driple.inspector.graph_inputs import DEFAULT_PRIORS
+from driple.inspector.model import (FeatureMLP, GraphBatch, Inspector, flush_denormals,
+                                    release_workspaces, run_batch)
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
 from driple.inspector.splits import Split
+from driple.metrics import target, target_names
 
 
 @dataclass
@@ -94,7 +104,7 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
     generator = torch.Generator().manual_seed(options.seed)
     train, val = list(train), list(val or train)
     val_size = max(options.batch_size, 64)
-    if isinstance(model, Inspector):
+    if isinstance(model, (Inspector, FeatureMLP)):
         def epoch_batches():
             return _batches(train, options.batch_size,
                             torch.randperm(len(train), generator=generator).tolist())
@@ -167,57 +177,333 @@ def _dataset_info(dataset) -> dict:
     }
 
 
-def train_inspector(
-    dataset,
-    split: Split,
-    hidden_channels: int = 64,
-    num_repeats: int = 50,
-    set2set_steps: int = 3,
-    dropout: float = 0.0,
-    graph_attr: bool = False,
-    options: TrainOptions = TrainOptions(),
-    progress: bool = True,
-) -> TrainedInspector:
-    """Fit scalers and an :class:`Inspector` on ``split.train`` (early stopping on
-    ``split.val``) and score it on ``split.test``. ``graph_attr=True`` also feeds the scaled
-    graph-level attributes to the MLP head (not in the paper; see :class:`Inspector`).
+# ---------------------------------------------------------------------- configurations
+CONFIGURATIONS = ("gnn", "hybrid", "features")
 
-    The returned predictor's ``info`` records the dataset's feature set, op vocabulary,
-    builder options and setting, the split (job ids), the options, the history and
-    ``scores`` (``{"val": table, "test": table}``, see :func:`score_table`).
+
+@dataclass
+class InspectorConfig:
+    """Which inspector to train (recorded in its checkpoint as ``info["configuration"]``).
+
+    Args:
+        kind: ``"gnn"``: the paper's (graph alone; with ``graph_attr`` the legacy graph
+            attributes of the shipped v1 inspectors in its head); ``"hybrid"``: the Set2Set
+            embedding joined with the scaled graph-level ``features`` and ``priors`` before the
+            MLP; ``"features"``: an MLP on the graph-level inputs alone (no graph network).
+        hidden_channels, num_repeats, set2set_steps, dropout: Sizes of the network (see
+            :class:`Inspector`; the features-only MLP uses ``hidden_channels`` and ``dropout``).
+        features: Graph-level features fed to the head (names of
+            :data:`driple.graph.summary_features.GRAPH_FEATURES`).
+        priors: Physical priors fed to the head (names of :data:`driple.graph.summary_features.PRIORS`).
+        residual: Predict every target that declares a prior (:mod:`driple.metrics`) as that
+            prior times ``exp(output)`` (log space; needs ``target_scaling="ln"``).
+        graph_attr: ``"gnn"`` only: feed the 6 legacy graph attributes to the head.
     """
-    train = [dataset[i] for i in split.train]
-    val = [dataset[i] for i in split.val]
-    if not train:
-        raise DripleError("the split has no training jobs")
-    names = feature_names_for(dataset.feature_set, train[0].x.size(1))
-    feature_scaler = FeatureScaler(names).fit(train)
-    target_scaler = TargetScaler(options.target_scaling).fit(
-        np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
+
+    kind: str = "hybrid"
+    hidden_channels: int = 64
+    num_repeats: int = 10
+    set2set_steps: int = 3
+    dropout: float = 0.0
+    features: tuple = GRAPH_FEATURES
+    priors: tuple = DEFAULT_PRIORS
+    residual: bool = True
+    graph_attr: bool = False
+
+    def __post_init__(self):
+        if self.kind not in CONFIGURATIONS:
+            raise DripleError(f"unknown inspector configuration {self.kind!r}; use one of "
+                              f"{', '.join(CONFIGURATIONS)}")
+        self.features, self.priors = tuple(self.features), tuple(self.priors)
+        if self.kind == "features" and not (self.features or self.priors):
+            raise DripleError("a features-only inspector needs graph-level features or priors")
+        if self.graph_attr and self.kind != "gnn":
+            raise DripleError("graph_attr (the legacy graph attributes) applies to kind 'gnn' only")
+
+    @property
+    def graph_inputs(self) -> tuple:
+        """The graph-level inputs the head reads (none for the paper's GNN)."""
+        return () if self.kind == "gnn" else (*self.features, *self.priors)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "features": list(self.features), "priors": list(self.priors)}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> "InspectorConfig":
+        return cls(**{k: v for k, v in record.items() if k in cls.__dataclass_fields__})
+
+
+def preset(name: str, **overrides) -> tuple:
+    """``(InspectorConfig, TrainOptions)`` of a named configuration of the ablation:
+
+    - ``"gnn"``: the paper's inspector, targets divided by their training maximum;
+    - ``"gnn-ln"``: the same network, log targets (isolates what the scaling does);
+    - ``"hybrid"``: graph + graph-level features and priors, residuals over the priors, log targets;
+    - ``"hybrid-plain"``: the hybrid without residuals (log targets);
+    - ``"features"``: graph-level features and priors alone, residuals, log targets.
+
+    ``overrides`` set fields of either (``num_repeats=5``, ``epochs=80``).
+    """
+    table = {
+        "gnn": (dict(kind="gnn", residual=False), dict(target_scaling="max")),
+        "gnn-ln": (dict(kind="gnn", residual=False), dict(target_scaling="ln")),
+        "hybrid": (dict(kind="hybrid", residual=True), dict(target_scaling="ln")),
+        "hybrid-plain": (dict(kind="hybrid", residual=False), dict(target_scaling="ln")),
+        "features": (dict(kind="features", residual=True), dict(target_scaling="ln")),
+    }
+    if name not in table:
+        raise DripleError(f"unknown preset {name!r}; use one of {', '.join(table)}")
+    config, options = (dict(d) for d in table[name])
+    for key, value in overrides.items():
+        if key in InspectorConfig.__dataclass_fields__:
+            config[key] = value
+        elif key in TrainOptions.__dataclass_fields__:
+            options[key] = value
+        else:
+            raise DripleError(f"{key!r} is neither an InspectorConfig nor a TrainOptions field")
+    return InspectorConfig(**config), TrainOptions(**options)
+
+
+# ---------------------------------------------------------------------- training
+def _unique(graphs: Sequence, name: str) -> Optional[str]:
+    values = {str(v) for v in (getattr(g, name, None) for g in graphs) if v not in (None, "")}
+    if len(values) > 1:
+        raise DripleError(f"the training jobs disagree on {name}: {sorted(values)}")
+    return next(iter(values), None)
+
+
+def _builder_of(graphs: Sequence) -> dict:
+    """Builder options of the graphs: the dataset's, else read from their grouping key."""
+    options = getattr(graphs, "options", None)
+    if options:
+        return dict(options)
+    key = _unique(graphs, "grouping_key")
+    if key:
+        import re
+
+        m = re.fullmatch(r"(\w+)-M(\d+)-seed(\d+)", key)
+        if m:
+            return {"groups": int(m.group(2)), "grouping": m.group(1), "seed": int(m.group(3)),
+                    "features": _unique(graphs, "feature_set") or "driple"}
+    return {}
+
+
+def training_host(graphs: Sequence, host=None):
+    """The host figures to record with an inspector trained on ``graphs``
+    (:class:`~driple.graph.host_speed.HostSpeed`): ``host`` when given; else the dataset's
+    ``provenance.json`` entry ``host_speed``; else ``$DRIPLE_HOST_SPEED``; else measured now on
+    this host, which must be the CPU model the jobs were measured on (rows' ``cpu_model``)."""
+    import json
+    import os.path as osp
+
+    from driple.graph.host_speed import HostSpeed, cpu_model, environment_host_speed, measure_host_speed
+
+    if host is not None:
+        return host if isinstance(host, HostSpeed) else HostSpeed.from_dict(host)
+    root = getattr(graphs, "root", None)
+    if root and osp.exists(osp.join(root, "provenance.json")):
+        try:
+            with open(osp.join(root, "provenance.json")) as f:
+                record = json.load(f).get("host_speed")
+        except (OSError, ValueError):
+            record = None
+        if record:
+            return HostSpeed.from_dict(record)
+    given = environment_host_speed()
+    if given is not None:
+        return given
+    frame = getattr(graphs, "frame", None)
+    measured_on = sorted(set(frame["cpu_model"].dropna().astype(str))) if frame is not None and \
+        "cpu_model" in frame else []
+    here = cpu_model()
+    if measured_on and any(m != here for m in measured_on):
+        raise DripleError(
+            f"the jobs were measured on {', '.join(measured_on)} but this host is {here or 'unknown'}: "
+            "the priors need the figures of the measuring host; add its `python "
+            "scripts/bench_host_speed.py --json` figures as host_speed to the dataset's "
+            "provenance.json, or pass host=HostSpeed(...) ($DRIPLE_HOST_SPEED=flops,bytes)")
+    return measure_host_speed()
+
+
+def _as_list(graphs) -> list:
+    return [] if graphs is None else [g for g in graphs]
+
+
+def train_inspector(
+    train,
+    val=None,
+    options: Optional[TrainOptions] = None,
+    config: Optional[InspectorConfig] = None,
+    *,
+    test=None,
+    setting: Optional[str] = None,
+    host=None,
+    progress: bool = True,
+    hidden_channels: Optional[int] = None,
+    num_repeats: Optional[int] = None,
+    set2set_steps: Optional[int] = None,
+    dropout: Optional[float] = None,
+    graph_attr: Optional[bool] = None,
+) -> TrainedInspector:
+    """Train an inspector on ``train`` jobs, early stopping on ``val``; the one training call.
+
+    Args:
+        train, val: The training and validation jobs: subsets of an
+            :class:`~driple.inspector.dataset.InspectorDataset` (``dataset[split.train]``; they
+            carry the dataset's setting, builder options and root) or sequences of its graphs
+            (each with ``y``, ``graph_features``, ``setting``). ``val`` None: ``train``.
+        options: Optimisation (:class:`TrainOptions`; default: the class defaults).
+        config: Which inspector (:class:`InspectorConfig`, or :func:`preset`); default: the
+            hybrid with residuals over the priors.
+        test: Jobs to score the result on (``info["scores"]["test"]``); never used to choose.
+        setting: The setting id (default: the jobs'). host: its host figures (default: see
+            :func:`training_host`); recorded in the checkpoint, used by every prediction.
+        progress: Show a progress bar.
+        hidden_channels, num_repeats, set2set_steps, dropout, graph_attr: Override the fields
+            of ``config`` (the keywords of the older form below).
+
+    The older form ``train_inspector(dataset, split, hidden_channels=64, num_repeats=50, ...,
+    graph_attr=False, options=...)`` still works: the paper's GNN (``graph_attr``: with the
+    legacy graph attributes) on ``split.train``/``split.val``, scored on ``split.test``.
+
+    Returns the :class:`TrainedInspector`; its ``info`` records the feature set, op
+    vocabulary, builder options, setting, dataset, split (job ids), ``configuration``,
+    ``training`` options, ``history`` and ``scores`` (``{"val": table, "test": table}``).
+    """
+    split = dataset = None
+    if isinstance(val, Split):
+        dataset, split = train, val
+        train, val = dataset[list(split.train)], dataset[list(split.val)] if split.val else None
+        test = dataset[list(split.test)] if split.test else None
+        config = config or InspectorConfig(kind="gnn", residual=False, num_repeats=50)
+    options = options or TrainOptions()
+    config = config or InspectorConfig()
+    legacy = {k: v for k, v in (("hidden_channels", hidden_channels), ("num_repeats", num_repeats),
+                                ("set2set_steps", set2set_steps), ("dropout", dropout),
+                                ("graph_attr", graph_attr)) if v is not None}
+    if legacy:
+        config = replace(config, **legacy)
+    train_list, val_list, test_list = _as_list(train), _as_list(val), _as_list(test)
+    if not train_list:
+        raise DripleError("no training jobs: the split left the training set empty")
+    if config.residual and options.target_scaling != "ln":
+        raise DripleError("residuals over the priors are taken in log space: use "
+                          f"target_scaling='ln' (not {options.target_scaling!r}) or residual=False")
+    names = tuple(getattr(train, "target_names", None) or target_names())
+    if train_list[0].y.numel() != len(names):
+        raise DripleError(f"the jobs carry {train_list[0].y.numel()} targets, driple declares "
+                          f"{len(names)} ({', '.join(names)})")
+    setting = setting or _unique(train_list, "setting") or getattr(train, "setting", None)
+    info = {"feature_set": _unique(train_list, "feature_set"),
+            "vocab_digest": _unique(train_list, "vocab_digest"),
+            "builder": _builder_of(train), "setting": setting,
+            "dataset": str(getattr(train, "root", "") or ""), "configuration": config.to_dict()}
+
+    features = feature_names_for(info["feature_set"], train_list[0].x.size(1))
+    feature_scaler = FeatureScaler(features).fit(train_list)
+    graph_inputs = target_priors = None
+    if config.kind != "gnn" or config.residual:
+        if not setting or "," in str(setting):
+            raise DripleError("graph-level priors need the one setting the jobs ran in (setting=...)")
+        from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
+
+        chosen = (config.features, config.priors) if config.kind != "gnn" else ((), ())
+        graph_inputs = GraphInputs(*chosen, setting, training_host(train, host)).fit(
+            stack_graph_features(train_list))
+    y = np.concatenate([g.y.view(1, -1).double().numpy() for g in train_list])
+    prior = None
+    if config.residual:
+        target_priors = [target(t).prior for t in names]
+        from driple.inspector.graph_inputs import stack_graph_features
+
+        prior = graph_inputs.target_priors(stack_graph_features(train_list), target_priors)
+    target_scaler = TargetScaler(options.target_scaling).fit(y, prior)
     torch.manual_seed(options.seed)
-    graph_channels = train[0].graph_attr.numel() if graph_attr else 0
-    model = Inspector(len(names), hidden_channels=hidden_channels, num_repeats=num_repeats,
-                      out_channels=len(dataset.target_names), set2set_steps=set2set_steps,
-                      dropout=dropout, graph_channels=graph_channels)
-    predictor = TrainedInspector(model, feature_scaler, target_scaler, _dataset_info(dataset),
-                                 targets=dataset.target_names)
-    history = fit(model, predictor.prepare(train), predictor.prepare(val), options, progress)
+    if config.kind == "features":
+        model = FeatureMLP(len(graph_inputs), hidden_channels=config.hidden_channels,
+                           out_channels=len(names), dropout=config.dropout)
+    else:
+        channels = len(graph_inputs) if config.kind == "hybrid" else (
+            train_list[0].graph_attr.numel() if config.graph_attr else 0)
+        model = Inspector(len(features), hidden_channels=config.hidden_channels,
+                          num_repeats=config.num_repeats, out_channels=len(names),
+                          set2set_steps=config.set2set_steps, dropout=config.dropout,
+                          graph_channels=channels)
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, info, targets=names,
+                                 graph_inputs=graph_inputs if config.kind != "gnn" or config.residual else None,
+                                 target_priors=target_priors)
+    history = fit(model, predictor.prepare(train_list), predictor.prepare(val_list or train_list),
+                  options, progress)
+    scores = {part: score_jobs(predictor, jobs) for part, jobs in (("val", val_list), ("test", test_list))
+              if jobs}
     predictor.info.update(
-        split=split.to_dict(dataset),
+        split=split.to_dict(dataset) if split is not None else _split_record(train_list, val_list, test_list),
         training={**options.to_dict(), "scheme": "scratch"},
         history=history,
-        scores=score_split(predictor, dataset, split),
+        scores=scores,
     )
     return predictor
 
 
+def _split_record(train, val, test) -> dict:
+    def ids(jobs):
+        return [str(getattr(g, "job_id", "")) for g in jobs]
+
+    return {"kind": "given", "train": ids(train), "val": ids(val), "test": ids(test)}
+
+
+def score_jobs(predictor, graphs: Sequence) -> dict:
+    """:func:`score_table` of ``predictor`` (anything with ``predict(graphs)``) on ``graphs``."""
+    graphs = list(graphs)
+    measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+    return score_table(measured, predictor.predict(graphs), names=list(getattr(predictor, "targets", None)
+                                                                      or target_names()))
+
+
+def select_inspector(train, val, candidates: Mapping[str, tuple], *, test=None, host=None,
+                     setting: Optional[str] = None, by: str = "mape", progress: bool = False
+                     ) -> TrainedInspector:
+    """Train every candidate ``{name: (InspectorConfig, TrainOptions)}`` (e.g. from
+    :func:`preset`) on ``train`` and keep the one with the lowest mean validation ``by``
+    (``"mape"`` or ``"nrmse"`` over the targets). Choices are made on ``val`` only; ``test``
+    (optional) is scored for the record, never compared. The winner's ``info["selection"]``
+    holds every candidate's validation score."""
+    if by not in ("mape", "nrmse"):
+        raise DripleError(f"select by 'mape' or 'nrmse', not {by!r}")
+    if not candidates:
+        raise DripleError("no candidate configuration to select from")
+    if not _as_list(val):
+        raise DripleError("choosing among configurations needs validation jobs")
+    trained, record = {}, {}
+    for name, (config, options) in candidates.items():
+        model = train_inspector(train, val, options, config, test=test, host=host, setting=setting,
+                                progress=progress)
+        trained[name] = model
+        record[name] = model.info["scores"]["val"]["mean"][by]
+    best = min(record, key=lambda k: float("inf") if record[k] is None else record[k])
+    winner = trained[best]
+    winner.info["selection"] = {"by": f"validation mean {by}", "chosen": best, "candidates": record}
+    return winner
+
+
+def retrain_config(predictor: TrainedInspector) -> tuple:
+    """``(InspectorConfig, TrainOptions)`` that train a fresh inspector like ``predictor`` (a
+    leave-family-out fold of a checkpoint): its recorded configuration and options; a checkpoint
+    from before configurations were recorded is the paper's GNN of its recorded sizes."""
+    record = predictor.info.get("configuration")
+    if record:
+        config = InspectorConfig.from_dict(record)
+    else:
+        m = predictor.model.config()
+        config = InspectorConfig(kind="gnn", residual=False, hidden_channels=m["hidden_channels"],
+                                 num_repeats=m["num_repeats"], set2set_steps=m["set2set_steps"],
+                                 dropout=m["dropout"], graph_attr=bool(m.get("graph_channels")))
+    known = {k: v for k, v in predictor.info.get("training", {}).items()
+             if k in TrainOptions.__dataclass_fields__}
+    return config, TrainOptions(**known)
+
+
 def score_split(predictor: TrainedInspector, dataset, split: Split) -> dict:
     """Score tables of ``predictor`` on the validation and test jobs of ``split``."""
-    scores = {}
-    for part in ("val", "test"):
-        idx = getattr(split, part)
-        if idx:
-            graphs = [dataset[i] for i in idx]
-            measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
-            scores[part] = score_table(measured, predictor.predict(graphs))
-    return scores
+    return {part: score_jobs(predictor, [dataset[i] for i in getattr(split, part)])
+            for part in ("val", "test") if getattr(split, part)}

@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.model import Inspector
 from driple.inspector.checkpoint import TrainedInspector
+from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
+from driple.inspector.model import Inspector, build_model
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
 from driple.inspector.train import TrainOptions, feature_names_for, fit, score_split
@@ -43,6 +44,8 @@ def freeze_for_transfer(model: Inspector, scheme: str = "paper") -> Inspector:
         model.reset_parameters()
         model.requires_grad_(True)
         return model
+    if scheme == "paper" and not getattr(model, "reads_graph", True):
+        raise DripleError("a features-only inspector has no graph layers: use scheme 'mlp' or 'scratch'")
     if scheme == "paper" and model.conv_repeat_tuned is None:
         model.split_repeats()
     model.requires_grad_(False)
@@ -148,6 +151,9 @@ def finetune(
         known = {k: v for k, v in source.info.get("training", {}).items()
                  if k in TrainOptions.__dataclass_fields__}
         options = TrainOptions(**known)
+    if source.residual and options.target_scaling != "ln":
+        raise DripleError("the source inspector predicts residuals over priors: fine-tune it with "
+                          f"target_scaling='ln', not {options.target_scaling!r}")
     split = split or random_split(dataset, seed=options.seed)
     part = subsample(split, fraction, seed=options.seed)
     train = [dataset[i] for i in part.train]
@@ -155,26 +161,41 @@ def finetune(
 
     model = copy.deepcopy(source.model)
     model.train()
+    reads_graph = getattr(model, "reads_graph", True)
+    if not reads_graph and scheme == "paper":
+        raise DripleError("a features-only inspector has no graph layers to split: transfer it "
+                          "with scheme 'mlp' (all of it is an MLP) or 'scratch'")
+    graph_inputs = None
+    if source.graph_inputs is not None:  # priors of the target setting: its link rate
+        graph_inputs = source.graph_inputs.for_setting(dataset.setting)
     if scheme == "scratch":
         names = feature_names_for(dataset.feature_set, train[0].x.size(1))
         feature_scaler = FeatureScaler(names).fit(train)
         torch.manual_seed(options.seed)
-        model = Inspector(**{**model.config(), "tuned_from": None})
+        config = model.config()
+        model = build_model({**config, "tuned_from": None} if "tuned_from" in config else config)
+        if graph_inputs is not None:
+            graph_inputs = GraphInputs(graph_inputs.features, graph_inputs.priors, dataset.setting,
+                                       graph_inputs.host).fit(stack_graph_features(train))
     else:
         feature_scaler = source.feature_scaler
     freeze_for_transfer(model, scheme)
+    prior = None
+    if source.residual:
+        prior = graph_inputs.target_priors(stack_graph_features(train), source.target_priors)
     target_scaler = TargetScaler(options.target_scaling).fit(
-        np.concatenate([g.y.view(1, -1).double().numpy() for g in train]))
+        np.concatenate([g.y.view(1, -1).double().numpy() for g in train]), prior)
     info = {k: v for k, v in source.info.items() if k not in ("scores", "history", "split")}
     info.update(setting=dataset.setting, dataset=str(dataset.root))
     if tuple(dataset.target_names) != source.targets:
         raise DripleError(f"the source inspector predicts {', '.join(source.targets)} but the dataset's "
                           f"targets are {', '.join(dataset.target_names)}")
-    predictor = TrainedInspector(model, feature_scaler, target_scaler, info, targets=source.targets)
+    predictor = TrainedInspector(model, feature_scaler, target_scaler, info, targets=source.targets,
+                                 graph_inputs=graph_inputs, target_priors=source.target_priors)
 
     start = time.perf_counter()
     train_data, val_data, trained = predictor.prepare(train), predictor.prepare(val), model
-    if cache and scheme != "scratch":
+    if cache and scheme != "scratch" and reads_graph:
         trained, train_data = cache_frozen(model, train_data, scheme)
         _, val_data = cache_frozen(model, val_data, scheme)
     history = fit(trained, train_data, val_data, options, progress, desc=f"fine-tuning ({scheme})")

@@ -11,7 +11,8 @@ lower bound of every target is 0):
 - compute: on a CPU host, the most any training job of the setting reached (the label's
   training maximum, e.g. 116 % of a core: a worker's process tree counts its gloo threads too);
   on a GPU host, 100 % utilisation;
-- memory: 100 % (of host memory, or memory-controller utilisation on a GPU);
+- memory: 100 % (of host memory, or memory-controller utilisation on a GPU) in labels v1; the
+  host's memory in MB (from the host figures the inspector was trained with) in labels v2;
 - TX / RX: the setting's link rate in MB/s (emulated links), none on loopback.
 
 Durations are not capped: a larger model legitimately has longer phases than any training job;
@@ -24,18 +25,20 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from driple.metrics import LINK_RATE, TRAINING_MAX, resources, targets
+from driple.metrics import HOST_MEMORY, LINK_RATE, TRAINING_MAX, resources, targets
 from driple.predict.formatting import format_number
 
 
-def caps(setting: str, high: Optional[Sequence[float]] = None) -> dict:
+def caps(setting: str, high: Optional[Sequence[float]] = None,
+         host_memory_mb: Optional[float] = None) -> dict:
     """``{target: upper bound}`` of the burst amounts in ``setting`` (see the module docstring).
 
-    ``high``: the training maximum of each target (``TargetScaler.high_``), or None."""
-    return {m: cap for m, (cap, _why) in _caps(setting, high).items()}
+    ``high``: the training maximum of each target (``TargetScaler.high_``), or None;
+    ``host_memory_mb``: memory of the host the inspector was trained for (MB), or None."""
+    return {m: cap for m, (cap, _why) in _caps(setting, high, host_memory_mb).items()}
 
 
-def _caps(setting: str, high) -> dict:
+def _caps(setting: str, high, host_memory_mb: Optional[float] = None) -> dict:
     """``{target: (upper bound, why)}``: each resource's declared cap (:mod:`driple.metrics`)
     in this setting, and the words that explain it."""
     from driple.settings import parse_setting
@@ -52,6 +55,9 @@ def _caps(setting: str, high) -> dict:
         elif cap == LINK_RATE:
             if s.link_bps:
                 out[m] = (s.link_bps / 8e6, f"the link rate of {setting}")
+        elif cap == HOST_MEMORY:
+            if host_memory_mb:
+                out[m] = (float(host_memory_mb), f"all of the memory of the host of {setting}")
         elif cap is not None:
             out[m] = (float(cap), r.cap_reason)
     return out
@@ -67,12 +73,14 @@ def floors(low: Optional[Sequence[float]] = None) -> dict:
             if t.raise_to_training_min and np.isfinite(low[j])}
 
 
-def bound(values: np.ndarray, setting: Optional[str], low=None, high=None) -> tuple[np.ndarray, list]:
+def bound(values: np.ndarray, setting: Optional[str], low=None, high=None,
+          host_memory_mb: Optional[float] = None) -> tuple[np.ndarray, list]:
     """Clip ``values`` (``[n, targets]``, declared order) to ``[0, cap]``; return them with one
-    list of plain-text notes per row (what was clipped, what lies outside the training range)."""
+    list of plain-text notes per row (what was clipped, what lies outside the training range).
+    ``host_memory_mb``: the cap of a memory amount in MB (labels v2)."""
     values = np.array(values, dtype=np.float64, copy=True)
     notes: list[list[str]] = [[] for _ in range(len(values))]
-    upper = _caps(setting, high) if setting else {}
+    upper = _caps(setting, high, host_memory_mb) if setting else {}
     declared = targets()
     known = [low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j])
              for j in range(len(declared))]

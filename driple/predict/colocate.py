@@ -21,8 +21,8 @@ hosts). A profile stands for one worker; the workers of one synchronous job burs
 so do not pass them as independent jobs.
 
 Capacities (:func:`host_capacity` builds them): compute 100 x cores on a CPU host (profiles are
-% of one core) or 100 x GPUs on a GPU host, memory 100 (% of host memory), TX/RX the link rate
-in MB/s. A resource left out of ``capacity`` gets mean loads and collisions, no overload.
+% of one core) or 100 x GPUs on a GPU host, memory 100 (% of host memory; the host's MB when
+the memory amount is in MB, labels v2), TX/RX the link rate in MB/s. A resource left out of ``capacity`` gets mean loads and collisions, no overload.
 
 :func:`driple.collect.corun.measured_combined` computes the same quantities from series measured
 while jobs really ran together, to check these predictions.
@@ -46,25 +46,38 @@ MAX_OVERLOAD = 0.05  # default: a pair "packs well" when no resource is overload
 VERDICTS = ("packs well", "contends", "does not fit")  # best first
 
 
-def host_capacity(cores: float | None = None, link_mb_s: float | None = None, memory_pct: float = 100.0) -> dict:
+def host_capacity(cores: float | None = None, link_mb_s: float | None = None, memory_pct: float = 100.0,
+                  memory_mb: float | None = None) -> dict:
     """Capacity dict for :func:`colocate`.
 
     ``cores``: CPU cores (CPU hosts) or GPUs (GPU hosts) the jobs share -> compute = 100 x cores
     (%); ``link_mb_s``: link rate in MB/s (1 Gbit/s = 125 MB/s) -> TX and RX; ``memory_pct``:
-    memory capacity in % of host memory. Left-out resources (None) are not checked for overload.
+    memory capacity in % of host memory, or ``memory_mb`` in MB, whichever unit the memory
+    amount is declared in (labels v1: %, v2: MB). Left-out resources (None) are not checked for
+    overload.
     """
-    amounts = {"cores": None if cores is None else 100.0 * float(cores), "memory": float(memory_pct),
+    def memory(unit: str):
+        if unit == "%":
+            return float(memory_pct)
+        return None if memory_mb is None else float(memory_mb)
+
+    amounts = {"cores": None if cores is None else 100.0 * float(cores),
                "link": None if link_mb_s is None else float(link_mb_s)}
     # each resource's capacity is counted in what its declaration says (driple.metrics)
-    return check_capacity({r.name: amounts.get(r.capacity) for r in resources()})
+    return check_capacity({r.name: memory(r.amount) if r.capacity == "memory" else amounts.get(r.capacity)
+                           for r in resources()})
 
 
-def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None) -> dict:
+def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None,
+                  host_memory_mb=None) -> dict:
     """Capacity of one worker slot in the metrics' units: the metrics are per worker, and jobs
     co-located in a setting put one worker in each slot. On loopback the host's cores and
     memory are split between the setting's workers (2 workers on 2 cores: 1 core and 50 % of
-    memory per slot); with emulated links each worker has its host's link to itself."""
+    memory per slot); with emulated links each worker has its host's link to itself.
+    ``host_memory_mb``: the host's memory for a memory amount in MB (default: this host's)."""
     import os
+
+    import psutil
 
     from driple.settings import parse_setting
 
@@ -73,7 +86,9 @@ def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None) 
     host = host_cores or os.cpu_count() or 1
     slot_cores = cores if cores is not None else max(host / max(ranks_here, 1), 0.01)
     link = link_mbps if link_mbps is not None else (s.link_bps / 8e6 if s.link_bps else None)
-    return host_capacity(cores=slot_cores, link_mb_s=link, memory_pct=100.0 / ranks_here)
+    memory_mb = host_memory_mb if host_memory_mb is not None else psutil.virtual_memory().total / 1e6
+    return host_capacity(cores=slot_cores, link_mb_s=link, memory_pct=100.0 / ranks_here,
+                         memory_mb=memory_mb / ranks_here)
 
 
 def _states(burst: np.ndarray, idle: np.ndarray, duty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +223,7 @@ def colocate(profiles, capacity: Mapping, max_overload: float = MAX_OVERLOAD) ->
         means = {n: s.mean_load for n, s in zip(names, shapes)}
         load = ResourceLoad(
             resource=r,
-            unit=resource(r).unit,
+            unit=resource(r).amount,
             combined_mean=float(sum(means.values())),
             peak_demand=float(np.maximum(a, b).sum()),
             collision_probability=collision_probability(d),

@@ -39,8 +39,8 @@ def format_duration(seconds: float) -> str:
 
 def format_profile(profile, about: Optional[Mapping] = None) -> str:
     """The text ``driple predict`` prints: a table of every target with its interval (a row per
-    resource, then one per job-level target), the coverage of the intervals, the profile in
-    words and its caveats. ``about``: the inspector's description
+    resource, then one per job-level target such as the step time, and the throughput derived
+    from it), the coverage of the intervals, the profile in words and its caveats. ``about``: the inspector's description
     (:meth:`~driple.predict.predictor.Predictor.describe`)."""
     about = about or {}
     lines = [f"{profile.model} -- setting {profile.setting}"]
@@ -53,6 +53,12 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
     for t in targets():
         if t.resource is None:
             lines.append(f"{t.label:<9}" + f"{_cell(profile, t.name):>28}")
+    if profile.throughput is not None:  # derived from the step time: workers x batch / step
+        cell = f"{format_number(profile.throughput)} samples/s"
+        if profile.throughput_interval is not None:
+            lo, hi = profile.throughput_interval
+            cell += f" [{format_number(lo)}, {format_number(hi) if hi != float('inf') else 'inf'}]"
+        lines.append(f"{'throughput':<10}" + f"{cell:>27}")
     if profile.intervals and profile.nominal_coverage:
         cov = (about.get("scores") or {}).get("interval_coverage")
         note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""

@@ -15,6 +15,11 @@ quantiles of the calibration residuals: an asymmetric, multiplicative interval.
 
 The guarantee is marginal (over jobs), not per job; :func:`coverage` measures it on held-out
 jobs, and that measured figure is what the model card reports.
+
+The calibration jobs must be a set of their own: not the training jobs, and not the
+validation jobs that chose the model and stopped its training (their residuals are smaller than
+a new job's, so intervals calibrated on them under-cover). :func:`calibrate_intervals` takes
+them explicitly; :func:`test_coverage` measures the result on the untouched test jobs.
 """
 from __future__ import annotations
 
@@ -129,3 +134,34 @@ def coverage(y_true, low, high, names: Optional[Sequence[str]] = None) -> dict:
     out["mean"] = float(np.mean(values)) if values else None
     out["n"] = int(y_true.shape[0])
     return out
+
+
+def _measured(graphs: Sequence) -> np.ndarray:
+    return np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+
+
+def calibrate_intervals(model, calibration: Sequence, coverage: float = 0.9) -> ConformalIntervals:
+    """Intervals for ``model`` (anything with ``predict(graphs) -> [n, targets]`` and, optionally,
+    ``targets``: a :class:`~driple.inspector.checkpoint.TrainedInspector`, an estimator)
+    calibrated on the ``calibration`` jobs only (graphs with measured ``y``; a set apart from
+    training and validation, e.g. the calibration part of the evaluation's splits).
+    Predictions are clipped at 0 first, as the profiles show them."""
+    calibration = list(calibration)
+    if len(calibration) < 2:
+        raise DripleError(f"calibration needs at least two jobs, got {len(calibration)}")
+    names = tuple(getattr(model, "targets", None) or getattr(model, "targets_", None) or target_names())
+    predicted = np.clip(model.predict(calibration), 0, None)
+    return ConformalIntervals(coverage=coverage, names=names).fit(_measured(calibration), predicted)
+
+
+def test_coverage(intervals: ConformalIntervals, model, test: Sequence) -> dict:
+    """:func:`coverage` of ``intervals`` around ``model``'s predictions on the ``test`` jobs
+    (never used for training, choice or calibration)."""
+    test = list(test)
+    if not test:
+        raise DripleError("no test jobs to measure the coverage on")
+    low, high = intervals.interval(np.clip(model.predict(test), 0, None))
+    return coverage(_measured(test), low, high, names=list(intervals.names))
+
+
+test_coverage.__test__ = False  # a library function, not a pytest test

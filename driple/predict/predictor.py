@@ -150,12 +150,14 @@ class Predictor:
 
         ts = self.inspector.target_scaler
         targets = list(self.inspector.targets)  # the declared ones: a checkpoint must match them
+        host = self.inspector.host
+        memory_mb = host.memory_mb if host is not None and host.memory_mb > 0 else None
         values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
-                              ts.low_, ts.high_)
+                              ts.low_, ts.high_, memory_mb)
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
-            for m, cap in caps(self.setting, ts.high_).items():
+            for m, cap in caps(self.setting, ts.high_, memory_mb).items():
                 highs[:, targets.index(m)] = np.minimum(highs[:, targets.index(m)], cap)
             for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
                 j = targets.index(m)
@@ -163,6 +165,7 @@ class Predictor:
                 highs[:, j] = np.maximum(highs[:, j], lows[:, j])
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
+        batch_sizes = [(getattr(g, "summary", None) or {}).get("batch_size") for g in graphs]
         out = []
         for i, row in enumerate(values):
             intervals = None
@@ -173,17 +176,21 @@ class Predictor:
                 metrics={m: float(v) for m, v in zip(targets, row)},
                 intervals=intervals,
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
-                notes=notes[i]))
+                notes=notes[i], batch_size=batch_sizes[i]))
         return out
 
     def describe(self) -> dict:
-        """What this inspector is: setting, how it was trained, scores (from the registry)."""
+        """What this inspector is: setting, how it was trained, scores (from the registry),
+        its configuration (paper GNN, hybrid, features only), labels and host figures."""
         info = self.inspector.info
+        host = self.inspector.host
         return {"setting": self.setting, "description": self.entry.get("description"),
                 "trained": self.entry.get("trained"), "scores": self.entry.get("scores"),
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
-                "dataset": info.get("dataset")}
+                "dataset": info.get("dataset"), "configuration": self.inspector.configuration,
+                "residual": self.inspector.residual, "labels": self.inspector.labels,
+                "host": None if host is None else host.to_dict()}
 
 
 def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:

@@ -31,6 +31,11 @@ Assumptions (they change the numbers; each is a reading of the 12 metrics, which
 
 Pass ``idle_levels={"compute": 40.0}`` (units of the burst amount) when the idle level is known,
 e.g. from a measured run; it replaces the default of that resource.
+
+**Step time and throughput.** When the declaration has the job-level target ``step_time``
+(labels v2, :mod:`driple.metrics`), a profile with the job's per-worker ``batch_size`` also
+gives the **throughput** = workers x batch size / step time (samples/s, all workers; the
+setting's workers), with an interval from the step time's.
 """
 from __future__ import annotations
 
@@ -42,11 +47,14 @@ from typing import Mapping
 import numpy as np
 
 from driple.errors import DripleError
+from driple.metrics import STEP_TIME
 from driple.metrics import resource as declared_resource
 from driple.metrics import resource_names, resources, target_names, targets, unit
 from driple.predict.formatting import format_amount, format_duration, format_number, format_percent
 
-PROFILE_SCHEMA = "driple-profile/1"
+#: 2: ``batch_size``, ``workers`` and ``throughput`` added (1: the 12 metrics only).
+PROFILE_SCHEMA = "driple-profile/2"
+READ_SCHEMAS = ("driple-profile/1", PROFILE_SCHEMA)
 
 
 def device_of(setting: str) -> str:
@@ -117,6 +125,7 @@ class ResourceProfile:
         idle_levels: Optional ``{resource: level}`` overriding the assumed idle levels.
         notes: Plain-text caveats from the predictor: values clipped to a physical bound,
             values outside the range of the inspector's training jobs (extrapolations).
+        batch_size: The per-worker batch size of the job (for the throughput), or None.
     """
 
     setting: str
@@ -126,6 +135,7 @@ class ResourceProfile:
     nominal_coverage: float | None = None
     idle_levels: dict | None = None
     notes: list = field(default_factory=list)
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -165,6 +175,11 @@ class ResourceProfile:
         self.setting = str(self.setting)
         self.model = str(self.model)
         self.notes = [str(n) for n in (self.notes or [])]
+        if self.batch_size is not None:
+            b = _finite(self.batch_size, "batch_size")
+            if b < 1 or b != int(b):
+                raise DripleError(f"batch_size must be a whole number >= 1, got {self.batch_size!r}")
+            self.batch_size = int(b)
 
     @classmethod
     def from_array(cls, setting: str, model: str, values, **kwargs) -> "ResourceProfile":
@@ -214,6 +229,46 @@ class ResourceProfile:
         """Expected time-average of the resource, in its unit (see assumptions)."""
         return self.shape(resource).mean_load
 
+    @property
+    def workers(self) -> int | None:
+        """Workers of the setting (None when the setting id cannot be read)."""
+        from driple.settings import parse_setting
+
+        try:
+            return parse_setting(self.setting).workers
+        except DripleError:
+            return None
+
+    @property
+    def step_time_s(self) -> float | None:
+        """Predicted step time (s), when the declaration has ``step_time``."""
+        return self.metrics.get(STEP_TIME.name)
+
+    def _samples(self) -> float | None:
+        if self.batch_size is None or self.workers is None:
+            return None
+        return float(self.workers * self.batch_size)
+
+    @property
+    def throughput(self) -> float | None:
+        """Samples per second of the whole job: workers x batch size / step time (None without a
+        step time, a batch size or a readable setting)."""
+        step, samples = self.step_time_s, self._samples()
+        if step is None or samples is None or step <= 0:
+            return None
+        return samples / step
+
+    @property
+    def throughput_interval(self) -> tuple | None:
+        """``(low, high)`` samples/s from the step time's interval (a shorter step is faster;
+        an interval reaching 0 s has no upper bound: ``inf``)."""
+        iv = (self.intervals or {}).get(STEP_TIME.name)
+        samples = self._samples()
+        if iv is None or samples is None or self.throughput is None:
+            return None
+        lo, hi = iv
+        return (samples / hi if hi > 0 else math.inf, samples / lo if lo > 0 else math.inf)
+
     def units(self) -> dict:
         """``{target: unit}``; compute's % is of one core on CPU hosts, GPU utilisation on GPU hosts."""
         return {m: unit(m) for m in target_names()}
@@ -221,12 +276,15 @@ class ResourceProfile:
     # ----- plain data -----
 
     def to_dict(self) -> dict:
-        """Plain JSON-able dict (schema ``driple-profile/1``); derived values included for readers.
+        """Plain JSON-able dict (schema ``driple-profile/2``); derived values included for readers.
 
         Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
-        nominal_coverage, idle_levels (overrides or null), notes (list of str), resources``
-        where ``resources[res]`` holds ``duty_cycle, period_s, mean_load, burst_amount,
-        burst_duration_s, idle_duration_s, idle_level``. :meth:`from_dict` reads it back (derived keys ignored).
+        nominal_coverage, idle_levels (overrides or null), notes (list of str), resources,
+        batch_size (or null), workers (or null), throughput`` where ``resources[res]`` holds
+        ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
+        idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
+        or null (no step time or batch size). :meth:`from_dict` reads it back (derived keys
+        ignored), and reads ``driple-profile/1`` documents too.
         """
         resources = {}
         for r in resource_names():
@@ -251,14 +309,20 @@ class ResourceProfile:
             "idle_levels": None if self.idle_levels is None else dict(self.idle_levels),
             "notes": list(self.notes),
             "resources": resources,
+            "batch_size": self.batch_size,
+            "workers": self.workers,
+            "throughput": None if self.throughput is None else {
+                "samples_per_s": self.throughput,
+                "interval": None if self.throughput_interval is None else list(self.throughput_interval)},
         }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ResourceProfile":
         """Inverse of :meth:`to_dict` (``units`` and ``resources`` are recomputed, not read)."""
         schema = d.get("schema", PROFILE_SCHEMA)
-        if schema != PROFILE_SCHEMA:
-            raise DripleError(f"unknown profile schema {schema!r}; this driple reads {PROFILE_SCHEMA!r}")
+        if schema not in READ_SCHEMAS:
+            raise DripleError(f"unknown profile schema {schema!r}; this driple reads "
+                              f"{' and '.join(repr(s) for s in READ_SCHEMAS)}")
         for k in ("setting", "model", "metrics"):
             if k not in d:
                 raise DripleError(f"profile dict lacks {k!r}; it needs setting, model and metrics")
@@ -271,6 +335,7 @@ class ResourceProfile:
             nominal_coverage=d.get("nominal_coverage"),
             idle_levels=d.get("idle_levels"),
             notes=list(d.get("notes") or []),
+            batch_size=d.get("batch_size"),
         )
 
     # ----- expected series -----
@@ -332,6 +397,9 @@ class ResourceProfile:
         (``step time 0.25 s``)."""
         lines = [self.describe_resource(r) for r in resource_names()]
         lines += [f"{t.label} {format_number(self.metrics[t.name])} {t.unit}" for t in targets() if t.resource is None]
+        if self.throughput is not None:
+            lines.append(f"throughput {format_number(self.throughput)} samples/s ({self.workers} workers x "
+                         f"batch {self.batch_size} / step time)")
         return "\n".join(lines)
 
     def summary(self) -> str:
@@ -350,6 +418,10 @@ class ResourceProfile:
                     f"; its network ({r.short}) bursts at {self._amount_words(r.name, net.burst_amount)} for "
                     f"{format_duration(net.burst_duration_s)} every {format_duration(net.period_s)}"
                 )
+        if self.step_time_s is not None:
+            words += f"; a step takes {format_duration(max(self.step_time_s, 0.0))}"
+            if self.throughput is not None:
+                words += f" ({format_number(self.throughput)} samples/s)"
         return words + "."
 
     def __str__(self) -> str:

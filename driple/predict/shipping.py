@@ -31,20 +31,29 @@ def _measured_predicted(inspector, dataset, idx):
     return measured, predicted
 
 
-def calibrate(inspector, dataset, split, nominal: float = 0.9) -> dict:
-    """Fit intervals on ``split.calibration`` (jobs used for nothing else) and measure coverage
-    on ``split.test``; both are stored in ``inspector.info`` (``intervals``,
-    ``interval_coverage``) and the coverage returned."""
-    if len(split.calibration) < 2:
-        raise ValueError("calibration needs at least two calibration jobs")
-    y_cal, p_cal = _measured_predicted(inspector, dataset, split.calibration)
-    intervals = ConformalIntervals(coverage=nominal).fit(y_cal, p_cal)
+def calibrate(inspector, dataset, split, nominal: float = 0.9, calibration=None) -> dict:
+    """Fit intervals on the calibration jobs and measure coverage on ``split.test``; both are
+    stored in ``inspector.info`` (``intervals``, ``interval_coverage``) and the coverage returned.
+
+    ``calibration``: positions of the calibration jobs in ``dataset``; default the split's own
+    ``calibration`` part when it has one, else ``split.val`` (the older splits, where validation
+    and calibration were one set)."""
+    source = "given"
+    if calibration is None:
+        own = getattr(split, "calibration", None)
+        calibration, source = (own, "calibration") if own else (split.val, "validation")
+    calibration = list(calibration)
+    if len(calibration) < 2:
+        raise ValueError("calibration needs at least two jobs")
+    y_val, p_val = _measured_predicted(inspector, dataset, calibration)
+    intervals = ConformalIntervals(coverage=nominal, names=tuple(inspector.targets)).fit(y_val, p_val)
     inspector.info["intervals"] = intervals.to_dict()
-    result = {"nominal": nominal, "n_calibration": len(split.calibration)}
+    result = {"nominal": nominal, "n_calibration": len(calibration),
+              "calibrated_on": source}
     if split.test:
         y_test, p_test = _measured_predicted(inspector, dataset, split.test)
         low, high = intervals.interval(p_test)
-        result.update(coverage(y_test, low, high), n=len(split.test))
+        result.update(coverage(y_test, low, high, names=list(inspector.targets)), n=len(split.test))
     inspector.info["interval_coverage"] = result
     return result
 
@@ -107,9 +116,7 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
     lines += [
         "", "## Training",
         f"- {trained}",
-        f"- model: GCN {config.get('in_channels')}->{config.get('hidden_channels')}, shared GCN+GRU "
-        f"x{config.get('num_repeats')}, Set2Set ({config.get('set2set_steps')} steps), MLP; "
-        f"graph-level inputs: {config.get('graph_channels', 0)}",
+        f"- model: {_model_words(inspector, config)}",
         f"- builder: {json.dumps(info.get('builder', {}))}, feature set `{info.get('feature_set')}`, "
         f"op vocabulary {info.get('vocab_digest')}",
         f"- options: {json.dumps({k: training[k] for k in sorted(training)})}",
@@ -128,13 +135,34 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
                  f"{_fmt(cov.get('mean'), 'frac')} |")
     lines += [
         "", f"Intervals: split conformal on log-ratio residuals of the {cov.get('n_calibration', '?')} "
-        f"calibration jobs (used for nothing else), nominal {_fmt(cov.get('nominal'), 'frac')}; the coverage column is measured "
-        f"on the {cov.get('n', '?')} test jobs.",
+        f"{cov.get('calibrated_on', 'validation')} jobs, nominal {_fmt(cov.get('nominal'), 'frac')}; the "
+        f"coverage column is measured on the {cov.get('n', '?')} test jobs.",
         "", "## Reproduce", "", "```", command, "```", "",
         f"Trained {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on "
         f"{platform.node() or 'this host'}; versions {json.dumps(_versions())}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _model_words(inspector, config: dict) -> str:
+    """The network in words: the paper's GNN, the hybrid or the features-only MLP."""
+    kind = inspector.configuration
+    inputs = inspector.graph_inputs
+    priors = ""
+    if inputs is not None:
+        host = inputs.host
+        priors = (f"; physical priors {', '.join(inputs.priors) or '-'} on host figures "
+                  f"{host.flops_per_s / 1e9:.0f} GFLOP/s, {host.memory_bytes_per_s / 1e9:.0f} GB/s "
+                  f"copy, loopback {host.loopback_bytes_per_s / 1e9:.2f} GB/s ({host.cpu_model or '?'}, "
+                  f"{host.how})" + ("; predicts residuals over the priors" if inspector.residual else ""))
+    if kind == "features":
+        return (f"features only: MLP on {config.get('graph_channels')} graph-level inputs "
+                f"(hidden {config.get('hidden_channels')}){priors}")
+    head = (f"{config.get('graph_channels', 0)} graph-level inputs" if kind == "hybrid"
+            else f"graph-level attributes: {config.get('graph_channels', 0)}")
+    return (f"{'hybrid' if kind == 'hybrid' else 'paper GNN'}: GCN {config.get('in_channels')}->"
+            f"{config.get('hidden_channels')}, shared GCN+GRU x{config.get('num_repeats')}, Set2Set "
+            f"({config.get('set2set_steps')} steps), MLP; {head}{priors}")
 
 
 def _fmt(v, kind: str = "") -> str:

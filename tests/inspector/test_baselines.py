@@ -90,3 +90,15 @@ def test_registry():
     finally:
         unregister_estimator("zero")
     assert "zero" not in estimator_names()
+
+
+def test_inspector_configurations_by_name_keep_their_scaling():
+    from driple.inspector.train import TrainOptions
+
+    assert {"hybrid", "features"} <= set(estimator_names())
+    for name in ("hybrid", "features"):
+        est = make_estimator(name, seed=3, options=TrainOptions(target_scaling="max", epochs=7))
+        # the user's epochs are kept; the priors' log scaling is not overridden
+        assert est.name == name and est.config.kind == name and est.config.residual
+        assert est.options.target_scaling == "ln" and est.options.epochs == 7 and est.options.seed == 3
+    assert make_estimator("gnn").config is None

@@ -70,3 +70,50 @@ def test_round_trip_and_errors():
         iv.interval(np.ones((2, 3)))
     with pytest.raises(DripleError, match="method"):
         ConformalIntervals.from_dict({"method": "ensemble"})
+
+
+class _Job:
+    def __init__(self, y):
+        import torch
+
+        self.y = torch.tensor([y], dtype=torch.float64)
+
+
+class _Fixed:
+    """A 'model' that predicts 10 for every target of every job."""
+    targets = ("a", "b")
+
+    def predict(self, graphs):
+        return np.full((len(graphs), 2), 10.0)
+
+
+def test_calibrated_on_the_calibration_jobs_only_and_measured_on_test():
+    from driple.predict.intervals import calibrate_intervals, test_coverage
+
+    # calibration: measured 5..15 against a prediction of 10 -> residuals log((m + eps) / (10 + eps))
+    calibration = [_Job([m, 2 * m]) for m in (5.0, 8.0, 10.0, 12.0, 15.0)]
+    iv = calibrate_intervals(_Fixed(), calibration, coverage=0.8)
+    assert iv.names == ("a", "b") and iv.n_calibration == 5
+    eps = 0.01 * 10.0  # 1 % of the median measured value of column a
+    assert iv.q_lo[0] == pytest.approx(np.log((5 + eps) / (10 + eps)))  # n=5 at 80 %: the extremes
+    assert iv.q_hi[0] == pytest.approx(np.log((15 + eps) / (10 + eps)))
+    test = [_Job([4.0, 20.0]), _Job([11.0, 20.0]), _Job([16.0, 20.0]), _Job([9.0, 20.0])]
+    cov = test_coverage(iv, _Fixed(), test)
+    assert cov["a"] == 0.5 and cov["b"] == 1.0 and cov["n"] == 4  # 11 and 9 inside [5, 15]
+    with pytest.raises(DripleError, match="at least two jobs"):
+        calibrate_intervals(_Fixed(), calibration[:1])
+
+
+def test_shipping_calibrates_on_the_splits_calibration_part():
+    from types import SimpleNamespace
+
+    from driple.predict.shipping import calibrate
+
+    jobs = [_Job([m, m]) for m in (5.0, 8.0, 10.0, 12.0, 15.0, 100.0, 200.0, 9.0, 11.0)]
+    inspector = SimpleNamespace(targets=("a", "b"), info={}, predict=_Fixed().predict)
+    split = SimpleNamespace(val=[5, 6], calibration=[0, 1, 2, 3, 4], test=[7, 8])
+    result = calibrate(inspector, jobs, split, nominal=0.8)
+    assert result["calibrated_on"] == "calibration" and result["n_calibration"] == 5
+    assert result["mean"] == 1.0  # 9 and 11 lie in [5, 15]; the validation jobs (100, 200) are unused
+    old = SimpleNamespace(val=[5, 6], test=[7, 8])  # splits without a calibration part: validation
+    assert calibrate(inspector, jobs, old, nominal=0.8)["calibrated_on"] == "validation"

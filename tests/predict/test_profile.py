@@ -114,7 +114,8 @@ def test_to_dict_schema_and_round_trip():
     p = make(intervals={"tx_burst_amount": (350.0, 450.0)}, nominal_coverage=0.9)
     d = json.loads(json.dumps(p.to_dict()))  # JSON-able
     assert set(d) == {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
-                      "idle_levels", "notes", "resources"}
+                      "idle_levels", "notes", "resources", "batch_size", "workers", "throughput"}
+    assert d["schema"] == "driple-profile/2" and d["throughput"] is None  # v1 labels: no step time
     assert list(d["metrics"]) == list(METRICS)
     assert d["units"]["tx_burst_amount"] == "MB/s" and d["units"]["tx_idle_duration"] == "s"
     assert d["intervals"] == {"tx_burst_amount": [350.0, 450.0]}
@@ -130,6 +131,8 @@ def test_to_dict_schema_and_round_trip():
     assert plain.to_dict()["intervals"] is None and ResourceProfile.from_dict(plain.to_dict()) == plain
     with pytest.raises(DripleError, match="schema"):
         ResourceProfile.from_dict({**d, "schema": "other/9"})
+    old = {k: v for k, v in d.items() if k not in ("batch_size", "workers", "throughput")}
+    assert ResourceProfile.from_dict({**old, "schema": "driple-profile/1"}) == p  # still read
 
 
 def test_describe_says_the_numbers():

@@ -1,0 +1,130 @@
+"""Graph-level features and physical priors, checked by hand on tiny graphs."""
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from driple.errors import DripleError
+from driple.graph.build import build_input, op_graph_for
+from driple.graph.host_speed import LOOPBACK_BYTES_PER_S, HostSpeed
+from driple.graph.summary_features import (GRAPH_FEATURES, PRIORS, feature_vector, graph_features,
+                                           optimizer_key, prior_matrix, priors)
+
+
+def hand_graph(comm_ops=(("comm.allreduce", 848),)):
+    """A forward matmul, a backward matmul, an optimizer add and communication nodes."""
+    g = nx.DiGraph()
+    g.add_node("a", op="addmm", phase="forward", flops=1024, in_bytes=704, out_bytes=256)
+    g.add_node("b", op="mm", phase="backward", flops=512, in_bytes=320, out_bytes=256)
+    g.add_node("c", op="add_", phase="optimizer", flops=64, in_bytes=512, out_bytes=256)
+    for i, (op, moved) in enumerate(comm_ops):
+        g.add_node(f"m{i}", op=op, phase="comm", flops=0, in_bytes=moved, out_bytes=moved)
+    g.add_edges_from([("a", "b"), ("b", "c")])
+    return g
+
+
+def test_features_of_a_hand_made_graph():
+    f = graph_features(hand_graph(), param_bytes=[512, 336], batch_size=4, optimizer="Adam",
+                       workers=2, servers=0, comm=[{"bytes": 848}])
+    assert list(f) == list(GRAPH_FEATURES)
+    assert f["gflops"] == pytest.approx((1024 + 512 + 64) / 1e9)  # communication is no compute
+    assert f["traffic_mb"] == pytest.approx((704 + 256 + 320 + 256 + 512 + 256) / 1e6)
+    assert f["activation_mb"] == pytest.approx(256 / 1e6)  # forward outputs only
+    assert f["param_mb"] == pytest.approx(848 / 1e6)
+    assert f["optimizer_state_mb"] == pytest.approx(2 * 848 / 1e6)  # Adam: two moments
+    assert f["comm_tx_mb"] == f["comm_rx_mb"] == pytest.approx(848 / 1e6)  # all-reduce: both ways
+    assert (f["comm_messages"], f["largest_message_mb"]) == (1.0, pytest.approx(848 / 1e6))
+    assert (f["batch_size"], f["workers"], f["servers"], f["n_ops"]) == (4, 2, 0, 4)
+    assert (f["opt_sgd"], f["opt_adam"], f["opt_adamw"], f["opt_other"]) == (0, 1, 0, 0)
+
+
+def test_a_push_is_sent_and_a_pull_received():
+    g = hand_graph((("comm.push", 400), ("comm.pull", 400), ("comm.push", 100), ("comm.pull", 100)))
+    f = graph_features(g, [400, 100], 4, "sgd", workers=2, servers=2,
+                       comm=[{"bytes": 400}, {"bytes": 100}])
+    assert f["comm_tx_mb"] == f["comm_rx_mb"] == pytest.approx(500 / 1e6)
+    assert (f["comm_messages"], f["largest_message_mb"]) == (2, pytest.approx(400 / 1e6))
+    assert f["optimizer_state_mb"] == pytest.approx(500 / 1e6)  # SGD with momentum: one copy
+    assert optimizer_key("LBFGS") == "other" and optimizer_key("AdamW") == "adamw"
+
+
+def test_flops_of_a_linear_and_bytes_of_a_bucket(mlp_step):
+    """MLP 4->8->3, batch 5: 67 parameters (268 bytes) in one DDP bucket."""
+    model, batch, loss, opt = mlp_step
+    graph, traced, setting, comm = op_graph_for(model, batch, loss, opt, strategy="ddp", workers=4)
+    addmm = sorted(d["flops"] for _, d in graph.nodes(data=True)
+                   if d["phase"] == "forward" and d["op"] == "addmm")
+    assert addmm == [2 * 5 * 8 * 3, 2 * 5 * 4 * 8]  # 2 x batch x in x out per Linear
+
+    data = build_input(model, batch, loss_fn=loss, optimizer=opt, strategy="ddp", workers=4, groups=5)
+    f = data.summary["graph_features"]
+    assert data.graph_features.shape == (1, len(GRAPH_FEATURES))
+    assert data.graph_features[0].tolist() == pytest.approx(feature_vector(f))
+    assert f["gflops"] * 1e9 == pytest.approx(sum(d["flops"] for _, d in graph.nodes(data=True)
+                                                  if d["phase"] != "comm"))
+    ring = 2 * (4 - 1) / 4 * 268  # ring all-reduce over 4 workers: 2(W-1)/W of the bucket
+    assert f["comm_tx_mb"] * 1e6 == pytest.approx(ring) and f["comm_rx_mb"] * 1e6 == pytest.approx(ring)
+    assert (f["comm_messages"], f["largest_message_mb"] * 1e6) == (1, pytest.approx(268))
+    assert f["param_mb"] * 1e6 == 268 and f["opt_sgd"] == 1 and f["workers"] == 4
+
+    ps = build_input(model, batch, loss_fn=loss, optimizer=opt, strategy="ps", workers=2, servers=2,
+                     groups=5).summary["graph_features"]
+    # greedy shards of 128, 96, 32, 12 bytes on 2 servers: 128 + 12 and 96 + 32
+    assert ps["comm_messages"] == 2 and ps["largest_message_mb"] * 1e6 == pytest.approx(140)
+    assert ps["comm_tx_mb"] * 1e6 == pytest.approx(268) and ps["comm_rx_mb"] * 1e6 == pytest.approx(268)
+    single = build_input(model, batch, loss_fn=loss, optimizer=opt, strategy="none", groups=5)
+    assert single.summary["graph_features"]["comm_tx_mb"] == 0
+
+
+FEATURES = {**{k: 0.0 for k in GRAPH_FEATURES}, "gflops": 2.0, "traffic_mb": 500.0,
+            "comm_tx_mb": 100.0, "comm_rx_mb": 100.0, "param_mb": 10.0, "optimizer_state_mb": 20.0,
+            "activation_mb": 30.0, "workers": 2.0}
+HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e9, memory_bytes=4e9)
+
+
+def test_priors_by_hand():
+    p = priors(FEATURES, "cpu-ddp-w2-1g", HOST)
+    assert set(p) == set(PRIORS)
+    assert p["prior_compute_s"][0] == pytest.approx(2.0)  # 2 GFLOP at 1 GFLOP/s
+    assert p["prior_memory_s"][0] == pytest.approx(0.5)  # 500 MB at 1 GB/s
+    assert p["prior_busy_s"][0] == pytest.approx(2.5)
+    assert p["link_mb_s"][0] == pytest.approx(125.0)  # 1 Gbit/s
+    assert p["prior_comm_s"][0] == pytest.approx(100e6 / 125e6)  # both ways at once: 0.8 s
+    assert p["prior_step_s"][0] == pytest.approx(3.3)
+    assert p["prior_memory_mb"][0] == pytest.approx(2 * 10 + 20 + 30)  # params, grads, state, acts
+    assert p["prior_memory_pct"][0] == pytest.approx(70 / 4000 * 100)
+
+    lo = priors(FEATURES, "cpu-ddp-w2-lo", HOST)
+    assert lo["prior_comm_s"][0] == pytest.approx(100e6 / LOOPBACK_BYTES_PER_S)
+    # a parameter server's link carries both workers' push, then both workers' pull
+    ps = priors({**FEATURES, "servers": 1.0}, "cpu-ps-p1w2-1g", HOST)
+    assert ps["prior_comm_s"][0] == pytest.approx(2 * (100e6 + 100e6) / 125e6)
+    unknown = priors(FEATURES, "cpu-ddp-w2-1g", HostSpeed(1e9, 1e9))
+    assert math.isnan(unknown["prior_memory_pct"][0])
+
+
+def test_prior_matrix_in_target_order():
+    rows = np.array([feature_vector(FEATURES), feature_vector({**FEATURES, "gflops": 4.0})])
+    m = prior_matrix(rows, "cpu-ddp-w2-1g", HOST, ["prior_step_s", None, "link_mb_s"])
+    assert m.shape == (2, 3) and np.isnan(m[:, 1]).all()
+    assert m[:, 0].tolist() == pytest.approx([3.3, 5.3]) and m[:, 2].tolist() == [125.0, 125.0]
+    with pytest.raises(DripleError, match="unknown prior"):
+        prior_matrix(rows, "cpu-ddp-w2-1g", HOST, ["prior_warp_s"])
+    with pytest.raises(DripleError, match=f"expected {len(GRAPH_FEATURES)} graph features"):
+        priors(rows[:, :3], "cpu-ddp-w2-1g", HOST)
+
+
+def test_host_figures_are_measured_and_travel_as_plain_data():
+    from driple.graph.host_speed import measure_host_speed
+
+    threads = torch.get_num_threads()
+    speed = measure_host_speed(repeats=2, matmul_size=64, copy_bytes=1 << 20)
+    assert speed.flops_per_s > 1e6 and speed.memory_bytes_per_s > 1e6 and speed.memory_bytes > 0
+    assert speed.how.startswith("measured") and torch.get_num_threads() == threads
+    assert HostSpeed.from_dict(speed.to_dict()) == speed
+    with pytest.raises(DripleError, match="flops_per_s must be a positive number"):
+        HostSpeed(0.0, 1e9)
+    with pytest.raises(DripleError, match="incomplete"):
+        HostSpeed.from_dict({"flops_per_s": 1e9})
