@@ -198,25 +198,35 @@ def _print_scores(title: str, table: dict, out=None) -> None:
         print(f"  {metric:28s} NRMSE {nrmse:>7s}   MAPE {mape:>7s}", file=out)
 
 
-def run_train(args: argparse.Namespace) -> int:
-    from driple.inspector.splits import make_split
-    from driple.inspector.train import InspectorConfig, TrainOptions, train_inspector
-    from driple.shipped import refuse_shipped
+def training_choices(args: argparse.Namespace) -> tuple:
+    """``(InspectorConfig, TrainOptions)`` that ``driple train`` options ask for: the paper's
+    GNN scales targets by their maximum unless told otherwise; the hybrid and features-only
+    networks predict residuals over the priors, in log space."""
+    from driple.inspector.train import InspectorConfig, TrainOptions
 
-    refuse_shipped(args.out, args.overwrite_shipped)
-    dataset = _load_dataset(args, args.groups, args.grouping, args.features)
-    split = make_split(dataset, args.split, seed=args.seed, family=args.family)
+    if args.repeats < 1:
+        raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
     gnn = args.configuration == "gnn"
     residual = (not gnn) if args.residual is None else args.residual
     scaling = args.target_scaling or ("ln" if residual or not gnn else "max")
     options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            patience=args.patience, batch_size=args.batch_size,
                            target_scaling=scaling, seed=args.seed)
-    if args.repeats < 1:
-        raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
     config = InspectorConfig(kind=args.configuration, hidden_channels=args.hidden,
                              num_repeats=args.repeats, dropout=args.dropout, residual=residual,
                              graph_attr=bool(args.graph_attr and gnn))
+    return config, options
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from driple.inspector.splits import make_split
+    from driple.inspector.train import train_inspector
+    from driple.shipped import refuse_shipped
+
+    refuse_shipped(args.out, args.overwrite_shipped)
+    dataset = _load_dataset(args, args.groups, args.grouping, args.features)
+    split = make_split(dataset, args.split, seed=args.seed, family=args.family)
+    config, options = training_choices(args)
     print(f"{dataset}: train {len(split.train)}, val {len(split.val)}, calibration "
           f"{len(split.calibration)}, test {len(split.test)} jobs", file=sys.stderr)
     predictor = train_inspector(dataset[split.train], dataset[split.val] if split.val else None,

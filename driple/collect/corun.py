@@ -23,8 +23,9 @@ iteration (after warm-up) on any of its workers to the end of the last one; the 
 intersection of the jobs' windows (CLOCK_MONOTONIC, one clock for every process of the host).
 Times in ``coruns.csv`` and in :func:`read_corun` are seconds since the co-run's *origin*, the
 earliest start of the jobs' samplers. The jobs are launched together, but each finishes its
-start-up and warm-up at its own pace (seconds apart on a busy host): every worker waits at a
-start gate after its warm-up until all workers of all jobs are warm
+start-up at its own pace (seconds apart on a busy host): every worker waits at a gate before
+its warm-up (so the warm-up, which sets how many iterations are measured, runs under the
+co-run's load) and after it until all workers of all jobs are there
 (:func:`~driple.collect.workers.common.wait_at_start_gate`), so the windows start together and
 the overlap is about the shortest job's measurement. :func:`read_corun` gives each job's series on that axis,
 ready for :func:`measured_combined` (measured burst collisions).
@@ -322,7 +323,8 @@ def run_corun(
     started = datetime.now(timezone.utc)
     t_start = time.monotonic()
     ports = _reserve_ports(len(children)) if not setting.emulated else []
-    # every worker of every job waits for the others after its warm-up: the measurements overlap
+    # every worker of every job waits for the others before and after its warm-up: the warm-up
+    # (which sets the iterations measured) runs under the co-run's load, the measurements overlap
     gate = {"dir": str((work / "gate").resolve()), "parties": setting.workers * len(children),
             "timeout_s": job_timeout / 2}
     (work / "gate").mkdir()

@@ -44,12 +44,12 @@ class AnalyticStepTime:
         self.setting = setting
 
     def fit(self, train, val=None) -> "AnalyticStepTime":
-        from driple.inspector.train import _unique, training_host
+        from driple.inspector.train import common_attribute, training_host
 
         jobs = [g for g in train]
         if not jobs:
             raise DripleError("no training jobs")
-        self.setting_ = self.setting or _unique(jobs, "setting") or getattr(train, "setting", None)
+        self.setting_ = self.setting or common_attribute(jobs, "setting") or getattr(train, "setting", None)
         if not self.setting_:
             raise DripleError("the analytic step time needs the setting the jobs ran in (setting=...)")
         self.host_ = training_host(train, self.host)

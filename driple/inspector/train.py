@@ -265,7 +265,9 @@ def preset(name: str, **overrides) -> tuple:
 
 
 # ---------------------------------------------------------------------- training
-def _unique(graphs: Sequence, name: str) -> Optional[str]:
+def common_attribute(graphs: Sequence, name: str) -> Optional[str]:
+    """The one value of attribute ``name`` the jobs share (None if none has it): training
+    jobs from different settings or builders are refused."""
     values = {str(v) for v in (getattr(g, name, None) for g in graphs) if v not in (None, "")}
     if len(values) > 1:
         raise DripleError(f"the training jobs disagree on {name}: {sorted(values)}")
@@ -277,14 +279,14 @@ def _builder_of(graphs: Sequence) -> dict:
     options = getattr(graphs, "options", None)
     if options:
         return dict(options)
-    key = _unique(graphs, "grouping_key")
+    key = common_attribute(graphs, "grouping_key")
     if key:
         import re
 
         m = re.fullmatch(r"(\w+)-M(\d+)-seed(\d+)", key)
         if m:
             return {"groups": int(m.group(2)), "grouping": m.group(1), "seed": int(m.group(3)),
-                    "features": _unique(graphs, "feature_set") or "driple"}
+                    "features": common_attribute(graphs, "feature_set") or "driple"}
     return {}
 
 
@@ -393,9 +395,9 @@ def train_inspector(
     if train_list[0].y.numel() != len(names):
         raise DripleError(f"the jobs carry {train_list[0].y.numel()} targets, driple declares "
                           f"{len(names)} ({', '.join(names)})")
-    setting = setting or _unique(train_list, "setting") or getattr(train, "setting", None)
-    info = {"feature_set": _unique(train_list, "feature_set"),
-            "vocab_digest": _unique(train_list, "vocab_digest"),
+    setting = setting or common_attribute(train_list, "setting") or getattr(train, "setting", None)
+    info = {"feature_set": common_attribute(train_list, "feature_set"),
+            "vocab_digest": common_attribute(train_list, "vocab_digest"),
             "builder": _builder_of(train), "setting": setting,
             "dataset": str(getattr(train, "root", "") or ""), "configuration": config.to_dict()}
 

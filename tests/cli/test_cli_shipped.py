@@ -80,10 +80,14 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     """`driple train` with no options trains what trained_models/cpu-ddp-w2-lo records."""
     state = torch.load(ROOT / "trained_models" / "cpu-ddp-w2-lo" / "inspector.pt",
                        map_location="cpu", weights_only=True)
+    from driple.cli.inspector import training_choices
+
     args = build_parser().parse_args(["train", "--dataset", "d", "--out", "o"])
-    training = {k: getattr(args, k) for k in ("lr", "weight_decay", "epochs", "patience",
-                                              "batch_size", "target_scaling", "seed")}
+    config_, options = training_choices(args)
+    training = {k: getattr(options, k) for k in ("lr", "weight_decay", "epochs", "patience",
+                                                 "batch_size", "target_scaling", "seed")}
     assert training == {k: state["training"][k] for k in training}
+    assert config_.kind == "gnn" and not config_.residual
     assert (args.epochs, args.patience, args.repeats) == (150, 20, 10)
     config = state["config"]
     assert (args.hidden, args.repeats, args.dropout) == (

@@ -100,6 +100,26 @@ def plan_iterations(typical_s: float, seconds: float, min_iterations: int, max_s
     return need
 
 
+def top_up_iterations(elapsed_s: float, done: int, seconds: float, max_seconds: float | None) -> int:
+    """More iterations for a measurement that came out shorter than ``seconds``.
+
+    The plan (:func:`plan_iterations`) comes from a few warm-up iterations, which can be slower
+    than the steady state (a co-run's tiny job measured 1.4 s of a planned 3 s): after the
+    planned ``done`` iterations took ``elapsed_s``, the rest of ``seconds`` at the measured
+    rate, within ``max_seconds`` of measurement in all. 0 when the measurement is long enough.
+    """
+    import math
+
+    short = float(seconds) - float(elapsed_s)
+    if short <= 0 or done < 1 or elapsed_s <= 0:
+        return 0
+    per_iteration = float(elapsed_s) / done
+    more = math.ceil(short / per_iteration)
+    if max_seconds is not None:
+        more = min(more, max(0, int((float(max_seconds) - float(elapsed_s)) / per_iteration)))
+    return more
+
+
 def run_and_exit(run, argv=None) -> None:
     """``run(job)`` then end the process with ``os._exit``: exit status 0 or ``run``'s, 1 with
     the traceback printed on an exception. Exiting without interpreter finalisation means no
@@ -144,20 +164,23 @@ def single_thread() -> None:
         pass
 
 
-def wait_at_start_gate(job: dict, name: str, poll_s: float = 0.005) -> bool:
-    """Co-runs: wait after warm-up until every worker of every job of the co-run is warm.
+def wait_at_start_gate(job: dict, name: str, stage: str = "warm", poll_s: float = 0.005) -> bool:
+    """Co-runs: wait until every worker of every job of the co-run has reached ``stage``.
 
-    Jobs of a co-run start together but warm up at their own pace (seconds apart on a busy
-    host); without the gate the first job can finish measuring before the last one starts.
-    ``job["start_gate"]`` is ``{"dir", "parties", "timeout_s"}``: each worker leaves a file
-    in ``dir`` and waits until ``parties`` files are there. After ``timeout_s`` it measures
-    anyway (returns False); the co-run's overlap check then says the windows missed.
-    No gate (a job on its own): returns True at once.
+    Jobs of a co-run start together but finish starting up at their own pace (seconds apart on
+    a busy host); without gates the first job can finish measuring before the last one starts.
+    Workers pass two gates: ``"ready"`` before the warm-up (the warm-up iterations, which set
+    how many iterations are measured, then run under the co-run's load) and ``"warm"`` after
+    it (the measurements start together). ``job["start_gate"]`` is ``{"dir", "parties",
+    "timeout_s"}``: each worker leaves a file in ``dir/stage`` and waits until ``parties``
+    files are there. After ``timeout_s`` it goes on (returns False); the co-run's overlap check
+    then says the windows missed. No gate (a job on its own): returns True at once.
     """
     gate = job.get("start_gate")
     if not gate:
         return True
-    gate_dir = Path(gate["dir"])
+    gate_dir = Path(gate["dir"]) / stage
+    gate_dir.mkdir(parents=True, exist_ok=True)
     (gate_dir / f"{name}.{os.getpid()}").touch()  # one file per process: names repeat across jobs
     deadline = time.monotonic() + float(gate["timeout_s"])
     while len(os.listdir(gate_dir)) < int(gate["parties"]):

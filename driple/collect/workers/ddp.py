@@ -40,6 +40,7 @@ from driple.collect.workers.common import (
     run_and_exit,
     single_thread,
     sync,
+    top_up_iterations,
     wait_at_start_gate,
     write_info,
 )
@@ -203,8 +204,9 @@ def run(job: dict) -> int:
         buckets.flush(events)
         return took
 
+    wait_at_start_gate(job, name, "ready")
     warm = [step() for _ in range(spec["warmup"])]
-    wait_at_start_gate(job, name)
+    wait_at_start_gate(job, name, "warm")
     iterations = spec["iterations"]
     if iterations is None:
         typical = statistics.median(warm[len(warm) // 2:])
@@ -212,15 +214,30 @@ def run(job: dict) -> int:
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         iterations = plan_iterations(slowest.item() / 1e9, float(job["seconds"]),
                                      int(job.get("min_iterations", 1)), job.get("max_seconds"))
+    def measure() -> None:
+        t0 = time.monotonic_ns()
+        for _ in range(iterations):
+            step()
+        if spec["iterations"] is not None:
+            return
+        done = iterations
+        for _ in range(3):  # the ranks agree on the top-up: the shortest measurement decides
+            shortest = torch.tensor([float(time.monotonic_ns() - t0)], device=device)
+            dist.all_reduce(shortest, op=dist.ReduceOp.MIN)
+            more = top_up_iterations(shortest.item() / 1e9, done, float(job["seconds"]), job.get("max_seconds"))
+            if not more:
+                return
+            for _ in range(more):
+                step()
+            done += more
+
     if use_profiler:
         from driple.collect.timeline.profiler import ProfiledWindow
 
         with ProfiledWindow(recorder, cuda=device.type == "cuda"):
-            for _ in range(iterations):
-                step()
+            measure()
     else:
-        for _ in range(iterations):
-            step()
+        measure()
     log.close()
     recorder.save(workdir)
     if comm is not None:

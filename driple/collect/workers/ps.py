@@ -213,8 +213,9 @@ def run(job: dict) -> int:
         sync(device)
         return log.end(recorder.end_iteration())
 
+    wait_at_start_gate(job, name, "ready")
     warm = [step() for _ in range(spec["warmup"])]
-    wait_at_start_gate(job, name)
+    wait_at_start_gate(job, name, "warm")
     iterations = spec["iterations"]
     if iterations is None:
         typical = statistics.median(warm[len(warm) // 2:])
