@@ -8,6 +8,7 @@ so the launcher's failure handling is tested on real processes.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -272,3 +273,16 @@ def paced(busy_ms=(15.0, 20.0), batch_size: int = 4):
             return nn.functional.cross_entropy(out, targets)
 
     return Workload()
+
+
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def terminal_preexec():
+    """``preexec_fn`` for a child that is to get Ctrl-C as in a terminal. A shell runs a
+    background job (``cmd &``, e.g. a CI script started that way) with SIGINT *ignored*, its
+    children inherit that, and Python then installs no KeyboardInterrupt handler: a test of
+    Ctrl-C would test the harness, not driple."""
+    return _sigint_as_in_a_terminal

@@ -71,9 +71,10 @@ with EmulatedCluster(2, 1e8):
 
 @root
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_cluster_goes_away_when_its_owner_is_stopped(sig, leftovers):
+def test_cluster_goes_away_when_its_owner_is_stopped(sig, leftovers, terminal_preexec):
     """SIGTERM/Ctrl-C: removed by the owner itself. SIGKILL: removed by the next run as stale."""
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=terminal_preexec)
     try:
         assert proc.stdout.readline().strip() == "up"
         assert len(leftovers()["netns"]) == 2

@@ -92,13 +92,14 @@ def test_sweep_resumes_where_it_stopped(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_sweep_loses_nothing(tmp_path, pids_of):
+def test_ctrl_c_during_a_sweep_loses_nothing(tmp_path, pids_of, terminal_preexec):
     """SIGINT to the sweep's process group (a terminal's Ctrl-C) while its second job runs."""
     grid, out = _grid(tmp_path, n=3, seconds=2), tmp_path / "ds"
     proc = subprocess.Popen(
         [sys.executable, "-m", "driple", "collect", "sweep", "--grid", str(grid), "--out", str(out),
          "--setting", "cpu-ddp-w2-lo", "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=terminal_preexec,
     )
     try:
         second = job_id(load_grid(grid)["jobs"][1], "cpu-ddp-w2-lo", 2.0)

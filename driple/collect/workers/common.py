@@ -190,6 +190,24 @@ def wait_at_start_gate(job: dict, name: str, stage: str = "warm", poll_s: float 
     return True
 
 
+def hold_store_until_peers_leave(workdir: Path, rank: int, world: int, timeout_s: float = 30.0,
+                                 poll_s: float = 0.01) -> bool:
+    """Call right after ``rpc.shutdown()``: rank 0 hosts the rendezvous store that a graceful
+    shutdown still reads, so it must not exit while another rank is finishing its shutdown
+    (that rank then fails with "Connection reset by peer" after its measurement is done; seen
+    on a loaded host). Ranks > 0 leave a file ``left.<rank>``; rank 0 waits until all
+    ``world - 1`` are there, or ``timeout_s`` (returns False)."""
+    if rank:
+        (workdir / f"left.{rank}").touch()
+        return True
+    deadline = time.monotonic() + timeout_s
+    while sum(1 for r in range(1, world) if (workdir / f"left.{r}").exists()) < world - 1:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def announce(workdir: Path, name: str) -> None:
     """Write ``<name>.pid`` atomically so the launcher can sample this process."""
     tmp = workdir / f".{name}.pid.tmp"

@@ -34,6 +34,7 @@ from driple.collect.workers.common import (
     announce,
     device_for,
     env_contract,
+    hold_store_until_peers_leave,
     plan_iterations,
     run_and_exit,
     single_thread,
@@ -174,6 +175,7 @@ def run(job: dict) -> int:
     rpc.init_rpc(name, rank=rank, world_size=world, rpc_backend_options=options)
     if is_server:
         rpc.shutdown()  # serves until every worker has shut down
+        hold_store_until_peers_leave(workdir, rank, world)
         recorder.save(workdir)
         return 0
 
@@ -228,6 +230,7 @@ def run(job: dict) -> int:
     for s in range(servers):
         rpc.rpc_sync(f"server{s}", _leave)
     rpc.shutdown()
+    hold_store_until_peers_leave(workdir, rank, world)
     return 0
 
 
