@@ -583,6 +583,9 @@ def main(argv=None) -> int:
                    help="target scaling of (re)trainings (default: the shipped inspector's)")
     p.add_argument("--build-workers", type=int, default=1, help="processes building missing graphs")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--labels", default=None, choices=["v1", "v2"],
+                   help="read the datasets as this label version (default: the declared one, "
+                   "driple.metrics.DECLARED_LABELS; datasets/v2 needs v2)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     args.estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
@@ -592,6 +595,10 @@ def main(argv=None) -> int:
     from driple.errors import DripleError
 
     torch.set_num_threads(args.threads)
+    if args.labels:
+        from driple.metrics import use_labels
+
+        use_labels(args.labels)
     ctx = Context(args)
     try:
         if not args.report:
