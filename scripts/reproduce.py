@@ -201,16 +201,17 @@ def section_retest(ctx: Context) -> None:
         if again is None or (ctx.args.settings and setting not in ctx.args.settings):
             continue
         entry = {"retest": again}
-        for labeller in LABELLERS:
+        v1 = not _has_kmeans_columns(first)  # labels v1: the metric columns are k-means labels
+        for labeller in (("timeline",) if v1 else LABELLERS):
             columns = [*METRICS, "step_time"] if labeller == "timeline" else [f"kmeans_{m}" for m in METRICS]
             table = retest_table(first, again, labeller)
             workers = worker_table(first, labeller)
             floor = noise_floor(first, again, columns)
-            entry[labeller] = {"jobs": table["jobs"], "retest": table["labels"],
+            entry["v1" if v1 else labeller] = {"jobs": table["jobs"], "retest": table["labels"],
                                "workers": workers["labels"], "worker_jobs": workers["jobs"],
                                "floor": floor["labels"]}
             ok = [c for c, v in table["labels"].items() if v.get("n") and v["median_diff"] <= RETEST_TOLERANCE]
-            _say(f"retest {setting} ({labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
+            _say(f"retest {setting} ({'v1' if v1 else labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
                  f"{len(table['labels'])} labels within {RETEST_TOLERANCE:.0%} median difference")
         out[setting] = entry
     ctx.save("retest", {"settings": out, "tolerance": RETEST_TOLERANCE})
@@ -379,6 +380,15 @@ def _report_labels(labels) -> list[str]:
     return lines + [""]
 
 
+def _has_kmeans_columns(dataset_dir: str) -> bool:
+    with open(os.path.join(dataset_dir, "results.csv")) as f:
+        return "kmeans_compute_burst_amount" in f.readline().split(",")
+
+
+RETEST_HEADINGS = {"timeline": "timeline labels (v2)", "kmeans": "k-means labels (beside v2)",
+                   "v1": "labels v1 (k-means over the sampled window)"}
+
+
 def _report_retest(retest) -> list[str]:
     tol = retest.get("tolerance", RETEST_TOLERANCE)
     lines = ["## Test-retest and worker agreement", "",
@@ -387,11 +397,11 @@ def _report_retest(retest) -> list[str]:
              f"median difference, and the noise floor (NRMSE of predicting the retest by the first "
              f"measurement). ok: median difference <= {tol:.0%}.", ""]
     for setting, entry in retest["settings"].items():
-        for labeller in LABELLERS:
+        for labeller in (*LABELLERS, "v1"):
             if labeller not in entry:
                 continue
             e = entry[labeller]
-            lines += [f"### {setting}, {labeller} labels ({len(e['jobs'])} jobs measured twice)", "",
+            lines += [f"### {setting}, {RETEST_HEADINGS[labeller]} ({len(e['jobs'])} jobs measured twice)", "",
                       "| label | retest median diff | agree | workers median diff | floor NRMSE | floor MAPE | ok |",
                       "|---|---|---|---|---|---|---|"]
             for label, v in e["retest"].items():
