@@ -189,7 +189,9 @@ def section_labels(ctx: Context) -> None:
 
 
 def section_retest(ctx: Context) -> None:
+    from driple.collect.results import load_results
     from driple.collect.retest import retest_table, worker_table
+    from driple.inspector.dataset import dataset_label_version
     from driple.inspector.noise import noise_floor, retest_dir
     from driple.metrics import METRICS
 
@@ -201,7 +203,7 @@ def section_retest(ctx: Context) -> None:
         if again is None or (ctx.args.settings and setting not in ctx.args.settings):
             continue
         entry = {"retest": again}
-        v1 = not _has_kmeans_columns(first)  # labels v1: the metric columns are k-means labels
+        v1 = dataset_label_version(load_results(first)) == "v1"  # its metric columns are k-means labels
         for labeller in (("timeline",) if v1 else LABELLERS):
             columns = [*METRICS, "step_time"] if labeller == "timeline" else [f"kmeans_{m}" for m in METRICS]
             table = retest_table(first, again, labeller)
@@ -378,11 +380,6 @@ def _report_labels(labels) -> list[str]:
         for labeller, v in by.items():
             lines.append(f"| {name} | {labeller} | {v['jobs']} | {v['identical']} | {v['errors']} |")
     return lines + [""]
-
-
-def _has_kmeans_columns(dataset_dir: str) -> bool:
-    with open(os.path.join(dataset_dir, "results.csv")) as f:
-        return "kmeans_compute_burst_amount" in f.readline().split(",")
 
 
 RETEST_HEADINGS = {"timeline": "timeline labels (v2)", "kmeans": "k-means labels (beside v2)",

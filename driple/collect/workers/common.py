@@ -182,12 +182,7 @@ def wait_at_start_gate(job: dict, name: str, stage: str = "warm", poll_s: float 
     gate_dir = Path(gate["dir"]) / stage
     gate_dir.mkdir(parents=True, exist_ok=True)
     (gate_dir / f"{name}.{os.getpid()}").touch()  # one file per process: names repeat across jobs
-    deadline = time.monotonic() + float(gate["timeout_s"])
-    while len(os.listdir(gate_dir)) < int(gate["parties"]):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(poll_s)
-    return True
+    return _wait_for_files(gate_dir, "*", int(gate["parties"]), float(gate["timeout_s"]), poll_s)
 
 
 def hold_store_until_peers_leave(workdir: Path, rank: int, world: int, timeout_s: float = 30.0,
@@ -200,8 +195,14 @@ def hold_store_until_peers_leave(workdir: Path, rank: int, world: int, timeout_s
     if rank:
         (workdir / f"left.{rank}").touch()
         return True
+    return _wait_for_files(workdir, "left.*", world - 1, timeout_s, poll_s)
+
+
+def _wait_for_files(folder: Path, pattern: str, count: int, timeout_s: float, poll_s: float) -> bool:
+    """The file barrier of the gates above: wait until ``count`` files of ``folder`` match
+    ``pattern``; False after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while sum(1 for r in range(1, world) if (workdir / f"left.{r}").exists()) < world - 1:
+    while sum(1 for _ in folder.glob(pattern)) < count:
         if time.monotonic() > deadline:
             return False
         time.sleep(poll_s)
