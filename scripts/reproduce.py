@@ -272,7 +272,7 @@ def section_accuracy(ctx: Context) -> None:
         entry = {"jobs": len(ds), "cpu_model": _cpu_model(ds), "retest": retest}
         for split in a.splits:
             t0 = time.perf_counter()
-            report = evaluate(inspector, ds, split=split, baselines=a.estimators,
+            report = evaluate(inspector, ds, split=split, baselines=_estimators_for(a.estimators, ds),
                               progress=not a.quiet, families=a.families if split == "family" else None,
                               overrides=ctx.overrides(), source=source, source_dataset=source_ds,
                               retrain_source=bool(transfer) and not a.no_retrain_source,
@@ -286,6 +286,11 @@ def section_accuracy(ctx: Context) -> None:
                               "command_of_a_row": "driple evaluate <models>/<setting> --split <split> "
                                                   "--retrain [--retrain-source] --estimators "
                                                   + ",".join(a.estimators)})
+
+
+def _estimators_for(names: list[str], ds) -> list[str]:
+    """``names`` without ``analytic`` on a dataset that has no step time to score it on (v1)."""
+    return [n for n in names if n != "analytic" or "step_time" in ds.target_names]
 
 
 def _cpu_model(ds) -> str | None:
@@ -566,9 +571,9 @@ def main(argv=None) -> int:
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
-    p.add_argument("--estimators", default="mean,hgb,knn,gnn",
-                   help="accuracy: estimators beside the inspector (default mean,hgb,knn,gnn and any "
-                   "registered one named here)")
+    p.add_argument("--estimators", default="mean,hgb,knn,analytic,gnn",
+                   help="accuracy: estimators beside the inspector (default mean,hgb,knn,analytic,gnn "
+                   "and any registered one named here; analytic scores step time only, on labels v2)")
     p.add_argument("--no-retrain-source", action="store_true",
                    help="accuracy/transfer: keep the shipped source instead of retraining it without "
                    "what a fold holds out (results labelled 'seen in source')")

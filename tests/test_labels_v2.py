@@ -177,3 +177,41 @@ def test_analytic_step_time_by_hand(labels_v2, tmp_path, write_dataset, fake_bui
     with pytest.raises(DripleError, match="no step_time"):
         AnalyticStepTime(calibrated=True, host=HOST).fit(graphs)
     use_labels("v2")
+
+
+def test_analytic_estimator_scores_step_time_only(labels_v2, tmp_path, write_dataset, fake_builder,
+                                                  monkeypatch):
+    """``analytic`` in the evaluation harness: step time scored against the measured one, the 12
+    metrics left unscored ("-"), and a labels v1 dataset refused by name."""
+    from driple.graph.host_speed import environment_host_speed
+    from driple.inspector.analytic import AnalyticStepTime
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.estimator_registry import make_estimator
+    from driple.inspector.evaluate import format_table, run_folds
+    from driple.inspector.scores import mape
+    from driple.inspector.splits import Split
+
+    monkeypatch.setenv("DRIPLE_HOST_SPEED", "1e9,1e10")  # the dataset records no host figures
+    ds = InspectorDataset(write_dataset(tmp_path / SETTING, labels="v2"), builder=fake_builder,
+                          builder_id="fake", progress=False)
+    n = len(ds)
+    fold = Split("random", train=list(range(n // 2)), val=[], test=list(range(n // 2, n)))
+    report = run_folds(ds, [fold], {name: (lambda f, name=name: make_estimator(name))
+                                    for name in ("mean", "analytic")}, progress=False)
+    scores = report["scores"]["analytic"]
+    measured = ds.targets[fold.test, -1]
+    by_hand = AnalyticStepTime(calibrated=True, host=environment_host_speed()).fit(
+        [ds[i] for i in fold.train], measured=ds.targets[fold.train, -1]).predict([ds[i] for i in fold.test])
+    assert scores["step_time"]["mape"] == pytest.approx(mape(measured, by_hand[:, 0])[0])
+    assert all(scores[t]["nrmse"] is None for t in ds.target_names[:-1])
+    assert report["scores"]["mean"][ds.target_names[0]]["nrmse"] is not None
+    assert report["wins"]["mape"]["analytic"] <= 1
+    assert any(" - " in line or line.rstrip().endswith("-") for line in format_table(report))
+    use_labels("v1")
+    try:
+        v1 = InspectorDataset(write_dataset(tmp_path / "v1" / SETTING), builder=fake_builder,
+                              builder_id="fake", progress=False)
+        with pytest.raises(DripleError, match="predicts step_time.*labels v1"):
+            make_estimator("analytic").fit(v1, list(range(4)), [])
+    finally:
+        use_labels("v2")

@@ -115,8 +115,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="with --split family: hold out only this family (repeatable; default all)")
     ev.add_argument("--estimators", "--baselines", dest="estimators", default="mean,hgb,knn",
                     metavar="LIST",
-                    help="comma-separated estimators beside the inspector: mean, hgb, knn, gnn (the "
-                    "paper's graph network, trained per fold) or a registered one (default mean,hgb,knn)")
+                    help="comma-separated estimators beside the inspector: mean, hgb, knn, analytic "
+                    "(roofline step time, one calibrated factor; scores step_time only, labels v2), "
+                    "gnn (the paper's graph network, trained per fold), hybrid, features, or a "
+                    "registered one (default mean,hgb,knn)")
     ev.add_argument("--source", metavar="CKPT",
                     help="source inspector of a transferred checkpoint (default: the registry's "
                     "inspector of the setting it was transferred from)")

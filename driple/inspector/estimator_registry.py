@@ -1,4 +1,4 @@
-"""Estimators by name: the baselines, the inspector's configurations (the paper's graph network,
+"""Estimators by name: the baselines, the analytic step time, the inspector's configurations (the paper's graph network,
 the hybrid with graph-level features and priors, features only), and any registered one.
 
 :func:`make_estimator` makes a fresh :class:`~driple.inspector.estimators.Estimator` by name
@@ -47,6 +47,12 @@ def _builtin() -> dict[str, Factory]:
         return GNNEstimator(options=options, progress=progress, cache=cache, num_repeats=10,
                             graph_attr=False)
 
+    def analytic(seed=0, **_):
+        """The roofline step time with one calibrated factor (imports torch: made lazily)."""
+        from driple.inspector.analytic import AnalyticEstimator
+
+        return AnalyticEstimator()
+
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
             """An inspector configuration of :func:`~driple.inspector.train.preset`; given
@@ -66,6 +72,7 @@ def _builtin() -> dict[str, Factory]:
         "mean": lambda seed=0, **_: MeanBaseline(),
         "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
         "knn": lambda seed=0, **_: NearestArchitecture(),
+        "analytic": analytic,
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
@@ -73,7 +80,7 @@ def _builtin() -> dict[str, Factory]:
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "knn", "gnn", "hybrid", "features")
+    return ("mean", "hgb", "knn", "analytic", "gnn", "hybrid", "features")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -83,7 +90,8 @@ def estimator_names() -> tuple[str, ...]:
 
 def make_estimator(name: str, seed: int = 0, options=None, progress: bool = False,
                    cache: Optional[dict] = None) -> Estimator:
-    """A fresh estimator by name: ``mean``, ``hgb``, ``knn`` (baselines), ``gnn`` (the paper's
+    """A fresh estimator by name: ``mean``, ``hgb``, ``knn`` (baselines), ``analytic`` (the
+    roofline step time, calibrated by one factor; step_time only), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a
     registered one."""

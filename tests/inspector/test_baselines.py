@@ -79,7 +79,7 @@ def test_estimators_on_a_dataset(dataset):
 
 
 def test_registry():
-    assert estimator_names()[:4] == ("mean", "hgb", "knn", "gnn")
+    assert estimator_names()[:5] == ("mean", "hgb", "knn", "analytic", "gnn")
     with pytest.raises(DripleError, match="unknown estimator 'nope'"):
         make_estimator("nope")
     with pytest.raises(DripleError, match="built in"):
