@@ -17,6 +17,15 @@ resource co-running jobs slow each other down, so the measured load is capped. T
 both the predicted demand and the demand throttled to capacity (every job slowed by the same
 factor capacity / demand on its most overloaded resource), and the measured slow-down of each
 job's iteration time against its solo run.
+
+Capacity as the co-run shared it (``corun_capacity``): every rank of every job runs on this
+host's cores, so a worker slot has cores / (workers + servers) of them whatever the setting's
+network; in an emulated setting each job has a cluster and links of its own, so TX and RX are
+not shared and not checked for overload.
+
+Fit or not (the confusion table): a pair *fits* when measured no job of it slowed down by more
+than ``--max-slowdown`` (default 1.15x: above the 8 % test-retest spread of the step time);
+it is *predicted* to fit when :func:`driple.colocate` says "packs well".
 """
 from __future__ import annotations
 
@@ -40,11 +49,49 @@ def throttled(combined: dict, capacity: dict) -> tuple[dict, float]:
     return {r: v * (factor if r != "memory" else 1.0) for r, v in combined.items()}, factor
 
 
+MAX_SLOWDOWN = 1.15
+
+
+def corun_capacity(setting_id: str, host_cores: int | None = None) -> dict:
+    """Capacity of one worker slot as a co-run on this host shares it (see the module doc)."""
+    from driple.predict.colocate import slot_capacity
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting_id)
+    cores = (host_cores or os.cpu_count() or 1) / max(s.workers + s.servers, 1)
+    capacity = slot_capacity(setting_id, cores=cores)
+    if s.emulated:  # each job has links of its own
+        capacity = {r: v for r, v in capacity.items() if r not in ("tx", "rx")}
+    return capacity
+
+
+def confusion(rows: list[dict], name: str, max_slowdown: float = MAX_SLOWDOWN) -> dict:
+    """Counts of predicted fit ("packs well" from the ``name`` profiles) against measured fit
+    (every job's slow-down at most ``max_slowdown``), over the co-runs with both known."""
+    out = {"fit_predicted_fit": 0, "fit_predicted_not": 0, "not_predicted_fit": 0, "not_predicted_not": 0}
+    for r in rows:
+        if name not in r or not r["slowdown"] or len(r["slowdown"]) != len(r["models"]):
+            continue
+        fits = max(r["slowdown"]) <= max_slowdown
+        predicted = r[name]["verdict"] == "packs well"
+        out[f"{'fit' if fits else 'not'}_predicted_{'fit' if predicted else 'not'}"] += 1
+    return out
+
+
+def format_confusion(table: dict, name: str) -> list[str]:
+    return [f"{name:>10} profiles   predicted fits   predicted does not",
+            f"{'measured fits':>22} {table['fit_predicted_fit']:>16} {table['fit_predicted_not']:>20}",
+            f"{'measured slowed':>22} {table['not_predicted_fit']:>16} {table['not_predicted_not']:>20}"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coruns", required=True, help="co-run dataset directory (driple collect corun --out)")
     p.add_argument("--setting", default=None, help="shipped inspector (default: the co-runs' setting)")
     p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default datasets/<setting>)")
+    p.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
+                   help="a pair fits when no job of it slowed down by more than this factor against "
+                   f"its solo run (default {MAX_SLOWDOWN})")
     p.add_argument("--json", metavar="FILE", help="also write the per-co-run comparison here")
     args = p.parse_args(argv)
 
@@ -56,7 +103,6 @@ def main(argv=None) -> int:
     from driple.inspector.dataset import job_config
     from driple.metrics import METRICS, RESOURCES
     from driple.predict import colocate as co
-    from driple.predict.colocate import slot_capacity
     from driple.predict.predictor import Predictor
     from driple.predict.profile import ResourceProfile
 
@@ -71,7 +117,7 @@ def main(argv=None) -> int:
         solo_dir = args.solo or os.path.join(ROOT, "datasets", setting)
         solo = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
         series = read_corun(args.coruns)
-        capacity = slot_capacity(setting)
+        capacity = corun_capacity(setting)
     except DripleError as err:
         print(f"eval_colocate: error: {err}", file=sys.stderr)
         return 2
@@ -143,9 +189,14 @@ def main(argv=None) -> int:
     print(f"\nmeasured slow-down of iteration time vs solo: median {np.median(slow):.2f}x "
           f"(range {min(slow):.2f}-{max(slow):.2f}) over {len(slow)} jobs" if slow else "")
     print("inspector verdicts: " + ", ".join(f"{v}: {verdicts.count(v)}" for v in sorted(set(verdicts))))
+    tables = {name: confusion(rows, name, args.max_slowdown) for name in ("inspector", "solo")}
+    print(f"\nfit = no job slowed down by more than {args.max_slowdown:.2f}x; predicted fit = 'packs well'")
+    for name, table in tables.items():
+        print("\n".join(format_confusion(table, name)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"setting": setting, "capacity": capacity, "summary": summary,
+                       "max_slowdown": args.max_slowdown, "confusion": tables,
                        "slowdown": slow, "coruns": rows}, f, indent=2, default=float)
     return 0
 
