@@ -25,6 +25,10 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   test jobs, calibrated on the calibration jobs only. A transferred inspector's source is
   retrained per fold without what the fold holds out (``--no-retrain-source``: kept, and
   labelled "family seen in source").
+- ``outofzoo``: the source inspector as shipped on ``--out-of-zoo`` (default
+  ``datasets/out-of-zoo``: architectures written by others, never trained on or chosen with),
+  beside the baselines fitted on its own training jobs (``driple evaluate --external``), with
+  interval coverage.
 - ``transfer``: per target setting, fine-tuning (paper scheme; MLP only) vs training from
   scratch at fractions of the target's training jobs; the source retrained without the
   target's test architectures (unless ``--no-retrain-source``).
@@ -47,7 +51,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ("labels", "retest", "accuracy", "transfer", "design")
+SECTIONS = ("labels", "retest", "accuracy", "outofzoo", "transfer", "design")
 LABELLERS = ("timeline", "kmeans")
 PAPER_MEAN_ERROR = {"compute": 11, "memory": 9, "tx": 17, "rx": 15}  # %, Driple Table (GPU)
 RETEST_TOLERANCE = 0.10  # median test-retest difference a label must stay within
@@ -70,24 +74,26 @@ class Context:
     def dataset_dir(self, setting: str) -> str:
         return os.path.join(self.datasets, setting)
 
-    def dataset(self, setting: str, builder: dict):
-        """The inspector dataset of ``setting`` built with ``builder`` options (in the work dir)."""
+    def dataset(self, setting: str, builder: dict, root: str | None = None):
+        """The inspector dataset of ``setting`` (at ``root``, default its directory under the
+        datasets) built with ``builder`` options (in the work dir)."""
         from driple.inspector.dataset import InspectorDataset
 
-        root = self.dataset_dir(setting)
+        root = root or self.dataset_dir(setting)
         if not os.path.exists(os.path.join(root, "results.csv")):
             from driple.errors import DripleError
 
             raise DripleError(f"no dataset for {setting} at {root}")
         graph_cache = self.args.graph_cache
         if self.work:
-            copy = os.path.join(self.work, "datasets", setting)
-            if setting not in self.copied:  # a dataset still being written: one snapshot per run
+            name = os.path.basename(os.path.normpath(root))
+            copy = os.path.join(self.work, "datasets", name)
+            if name not in self.copied:  # a dataset still being written: one snapshot per run
                 os.makedirs(copy, exist_ok=True)
                 for name in ("results.csv", "provenance.json"):
                     if os.path.exists(os.path.join(root, name)):
                         shutil.copy2(os.path.join(root, name), os.path.join(copy, name))
-                self.copied.add(setting)
+                self.copied.add(name)
             root = copy
             graph_cache = graph_cache or os.path.join(self.work, "datasets", ".graph-cache")
         return InspectorDataset(root, groups=builder.get("groups", 100),
@@ -242,8 +248,10 @@ def _coverage(report: dict, nominal: float) -> dict:
             out[name] = {"error": str(err)}
             continue
         per = np.sum(inside, 0) / np.maximum(np.sum(total, 0), 1)
-        cov = {m: float(v) for m, v in zip(names, per)}
-        cov["mean"] = float(np.mean(per))
+        predicted = np.isfinite(np.concatenate([f["predictions"][name] for f in report["folds"]])).any(0)
+        per = np.where(predicted, per, np.nan)  # a target the estimator does not predict (analytic)
+        cov = {m: (float(v) if np.isfinite(v) else None) for m, v in zip(names, per)}
+        cov["mean"] = float(np.nanmean(per)) if np.isfinite(per).any() else None
         cov["nominal"] = nominal
         out[name] = cov
     return out
@@ -298,6 +306,30 @@ def _cpu_model(ds) -> str | None:
         return None
     models = sorted(set(ds.frame["cpu_model"].dropna().astype(str)))
     return ", ".join(models) if models else None
+
+
+def section_outofzoo(ctx: Context) -> None:
+    """The source inspector, as shipped, on the out-of-zoo set (architectures written by others,
+    never trained on or chosen with), beside the baselines fitted on its own training jobs."""
+    from driple.inspector.evaluate import evaluate, format_report, to_json
+
+    a = ctx.args
+    root = os.path.abspath(a.out_of_zoo)
+    if not os.path.exists(os.path.join(root, "results.csv")):
+        _say(f"outofzoo: no measured jobs in {root}; skipped")
+        return
+    setting = ctx.source_setting()
+    inspector = ctx.inspector(setting)
+    ds = ctx.dataset(setting, inspector.build_options())
+    external = ctx.dataset(setting, inspector.build_options(), root=root)
+    t0 = time.perf_counter()
+    report = evaluate(inspector, ds, baselines=_estimators_for(a.estimators, ds),
+                      progress=not a.quiet, overrides=ctx.overrides(), cache=ctx.cache, external=external)
+    _say(format_report(report))
+    ctx.save("outofzoo", {"setting": setting, "out_of_zoo": root, "jobs": len(external),
+                          **to_json(report), "coverage": _coverage(report, a.coverage),
+                          "seconds": time.perf_counter() - t0,
+                          "command_of_a_row": f"driple evaluate <models>/{setting} --external {a.out_of_zoo}"})
 
 
 def section_transfer(ctx: Context) -> None:
@@ -420,8 +452,56 @@ def _report_retest(retest) -> list[str]:
     return lines
 
 
-def _report_accuracy(acc) -> list[str]:
+def _split_tables(rep) -> list[str]:
+    """Per-target NRMSE and MAPE of every estimator (with the noise floor when known), the
+    interval coverage and the estimators' notes, for one evaluated split."""
     from driple.inspector.evaluate import ratio_text
+
+    lines = []
+    for key, title in (("nrmse", "NRMSE"), ("mape", "MAPE %")):
+        floor = (rep.get("floor_check") or {}).get(key)
+        head = "| target | " + ("floor | " if floor else "") + " | ".join(rep["estimators"]) + " | best |"
+        head += " vs floor |" if floor else ""
+        lines += [f"{title}:", "", head, "|---" * (head.count("|") - 1) + "|"]
+        for t in rep["targets"]:
+            cells = [_f(rep["scores"][m][t][key], False) if key == "nrmse" else
+                     _f(rep["scores"][m][t][key], True) for m in rep["estimators"]]
+            known = {m: rep["scores"][m][t][key] for m in rep["estimators"]
+                     if rep["scores"][m][t][key] is not None}
+            best = min(known, key=known.get) if known else "-"
+            row = f"| {t} | "
+            if floor:
+                fl = floor.get(t) or {}
+                row += (_f(fl.get("floor")) if key == "nrmse" else _f(fl.get("floor"), True)) + " | "
+            row += " | ".join(cells) + f" | {best} |"
+            if floor:
+                fl = floor.get(t) or {}
+                row += (f" {ratio_text(fl['ratio'])}{'' if fl['within'] else ' **over 2x**'} |"
+                        if fl.get("ratio") is not None else " - |")
+            lines.append(row)
+        mean = [rep["scores"][m]["mean"][key] for m in rep["estimators"]]
+        lines.append("| mean | " + ("| " if floor else "")
+                     + " | ".join(_f(v, key == "mape") for v in mean) + " | |" + (" |" if floor else ""))
+        lines.append("| targets won | " + ("| " if floor else "")
+                     + " | ".join(str(rep["wins"][key][m]) for m in rep["estimators"])
+                     + " | |" + (" |" if floor else ""))
+        lines.append("")
+    cov = rep.get("coverage") or {}
+    if cov:
+        lines.append("Interval coverage on the test jobs (nominal "
+                     f"{next((v['nominal'] for v in cov.values() if 'nominal' in v), 0.9):.0%}, "
+                     "calibrated on the calibration jobs): "
+                     + ", ".join(f"{m} {_f(100 * v['mean'], True)}" if v.get("mean") is not None
+                                 else f"{m} -" for m, v in cov.items()))
+        lines.append("")
+    for m, notes in (rep.get("notes") or {}).items():
+        lines.append(f"- {m}: {'; '.join(notes)}")
+    if rep.get("notes"):
+        lines.append("")
+    return lines
+
+
+def _report_accuracy(acc) -> list[str]:
     from driple.metrics import resource_names
 
     lines = ["## Accuracy on held-out jobs", "",
@@ -442,46 +522,7 @@ def _report_accuracy(acc) -> list[str]:
             estimators = estimators or rep["estimators"]
             lines += [f"### {setting}, {split} split ({rep['n_test']} test jobs"
                       + (f", CPU {r['cpu_model']}" if r.get("cpu_model") else "") + ")", ""]
-            for key, title in (("nrmse", "NRMSE"), ("mape", "MAPE %")):
-                floor = (rep.get("floor_check") or {}).get(key)
-                head = "| target | " + ("floor | " if floor else "") + " | ".join(rep["estimators"]) + " | best |"
-                head += " vs floor |" if floor else ""
-                lines += [f"{title}:", "", head, "|---" * (head.count("|") - 1) + "|"]
-                for t in rep["targets"]:
-                    cells = [_f(rep["scores"][m][t][key], False) if key == "nrmse" else
-                             _f(rep["scores"][m][t][key], True) for m in rep["estimators"]]
-                    known = {m: rep["scores"][m][t][key] for m in rep["estimators"]
-                             if rep["scores"][m][t][key] is not None}
-                    best = min(known, key=known.get) if known else "-"
-                    row = f"| {t} | "
-                    if floor:
-                        fl = floor.get(t) or {}
-                        row += (_f(fl.get("floor")) if key == "nrmse" else _f(fl.get("floor"), True)) + " | "
-                    row += " | ".join(cells) + f" | {best} |"
-                    if floor:
-                        fl = floor.get(t) or {}
-                        row += (f" {ratio_text(fl['ratio'])}{'' if fl['within'] else ' **over 2x**'} |"
-                                if fl.get("ratio") is not None else " - |")
-                    lines.append(row)
-                mean = [rep["scores"][m]["mean"][key] for m in rep["estimators"]]
-                lines.append("| mean | " + ("| " if floor else "")
-                             + " | ".join(_f(v, key == "mape") for v in mean) + " | |" + (" |" if floor else ""))
-                lines.append("| targets won | " + ("| " if floor else "")
-                             + " | ".join(str(rep["wins"][key][m]) for m in rep["estimators"])
-                             + " | |" + (" |" if floor else ""))
-                lines.append("")
-            cov = rep.get("coverage") or {}
-            if cov:
-                lines.append("Interval coverage on the test jobs (nominal "
-                             f"{next((v['nominal'] for v in cov.values() if 'nominal' in v), 0.9):.0%}, "
-                             "calibrated on the calibration jobs): "
-                             + ", ".join(f"{m} {_f(100 * v['mean'], True)}" if "mean" in v else f"{m} -"
-                                         for m, v in cov.items()))
-                lines.append("")
-            for m, notes in (rep.get("notes") or {}).items():
-                lines.append(f"- {m}: {'; '.join(notes)}")
-            if rep.get("notes"):
-                lines.append("")
+            lines += _split_tables(rep)
             summary.append(f"| {setting} | {split} | {rep['n_test']} | "
                            + " | ".join(f"{_f(rep['scores'][m]['mean']['nrmse'])} / "
                                         f"{_f(rep['scores'][m]['mean']['mape'], True)}"
@@ -506,6 +547,14 @@ def _report_accuracy(acc) -> list[str]:
             lines.append(f"| {setting} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
+
+
+def _report_outofzoo(ooz) -> list[str]:
+    rep = {**ooz, "coverage": ooz.get("coverage")}
+    return [f"## Out-of-zoo: {ooz['jobs']} jobs of architectures written by others ({ooz['setting']})", "",
+            f"`{ooz['out_of_zoo']}`: never trained on, never used to choose. The inspector as "
+            "shipped; the baselines fitted on its own training and validation jobs; intervals "
+            "calibrated on its calibration jobs.", ""] + _split_tables(rep)
 
 
 def _report_transfer(tr) -> list[str]:
@@ -545,7 +594,8 @@ def report(ctx: Context) -> str:
              "the configurations of the shipped inspectors (CPU-host labels: compute = CPU, memory = "
              "allocated bytes / RSS; no GPU figures).", ""]
     for section, fmt in (("labels", _report_labels), ("retest", _report_retest),
-                         ("accuracy", _report_accuracy), ("transfer", _report_transfer),
+                         ("accuracy", _report_accuracy), ("outofzoo", _report_outofzoo),
+                         ("transfer", _report_transfer),
                          ("design", _report_design)):
         data = ctx.load(section)
         if data:
@@ -568,6 +618,9 @@ def main(argv=None) -> int:
                    "directory is then only read)")
     p.add_argument("--graph-cache", default=None, help="graph cache directory (default: beside the datasets)")
     p.add_argument("--settings", nargs="*", default=None, help="limit the sections to these settings")
+    p.add_argument("--out-of-zoo", default=os.path.join(ROOT, "datasets", "out-of-zoo"), metavar="DIR",
+                   help="outofzoo: the held-out set of architectures written by others (default "
+                   "datasets/out-of-zoo; measured in the source setting)")
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")

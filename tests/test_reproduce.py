@@ -98,3 +98,32 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     assert cli["scores"] == acc["cpu-ddp-w2-1g"]["family"]["scores"]
     assert cli["transfer"] == {"from_setting": "cpu-ddp-w2-lo", "scheme": "paper", "source_retrained": True}
     assert os.path.exists(out / "results.md")
+
+
+def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
+                                                      monkeypatch, capsys):
+    """The out-of-zoo section scores the shipped source on a held-out set of other jobs, as
+    ``driple evaluate --external`` does, with interval coverage."""
+    data, models = shipped
+    ooz = write_dataset(tmp_path / "out-of-zoo", n_configs=6)
+    path = Path(ooz, "results.csv")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *("ooz" + line for line in lines[1:])]) + "\n")
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "outofzoo", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--work-dir", str(tmp_path / "work"), "--out-of-zoo", ooz,
+                           "--estimators", "mean,hgb,analytic", "--quiet"]) == 0
+    section = json.loads((out / "outofzoo.json").read_text())
+    assert section["jobs"] == 6 and section["estimators"] == ["inspector", "mean", "hgb"]  # v1: no analytic
+    assert section["folds"][0]["kind"] == "external" and section["n_test"] == 6
+    assert 0 <= section["coverage"]["inspector"]["mean"] <= 1
+    assert "## Out-of-zoo: 6 jobs" in (out / "results.md").read_text()
+    capsys.readouterr()
+    monkeypatch.setenv("DRIPLE_MODELS", str(models))
+    assert driple_main(["evaluate", str(models / "cpu-ddp-w2-lo"), "--dataset", str(data / "cpu-ddp-w2-lo"),
+                        "--external", ooz, "--estimators", "mean,hgb", "--quiet", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["scores"] == section["scores"]
+    assert driple_main(["evaluate", str(models / "cpu-ddp-w2-lo"), "--dataset", str(data / "cpu-ddp-w2-lo"),
+                        "--external", ooz, "--split", "family", "--quiet"]) == 2
+    assert "--external scores the inspector as trained" in capsys.readouterr().err

@@ -105,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "retrains the source without the family, the honest and costly way).",
         epilog="examples:\n"
         "  driple evaluate trained_models/cpu-ddp-w2-lo --split family --family vgg\n"
-        "  driple evaluate trained_models/cpu-ddp-w2-1g --split family --retrain-source",
+        "  driple evaluate trained_models/cpu-ddp-w2-1g --split family --retrain-source\n"
+        "  driple evaluate trained_models/cpu-ddp-w2-lo --external datasets/out-of-zoo",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("checkpoint", help="trained model directory or .pt file")
     _dataset_args(ev, required=False)
@@ -113,6 +114,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="random: the checkpoint's test jobs; family: leave-one-family-out (retrains)")
     ev.add_argument("--family", action="append", metavar="NAME",
                     help="with --split family: hold out only this family (repeatable; default all)")
+    ev.add_argument("--external", metavar="DIR",
+                    help="score on every job of this other dataset of the same setting instead (e.g. "
+                    "datasets/out-of-zoo: architectures never trained on), the inspector as trained "
+                    "and the baselines fitted on its own training jobs")
     ev.add_argument("--estimators", "--baselines", dest="estimators", default="mean,hgb,knn",
                     metavar="LIST",
                     help="comma-separated estimators beside the inspector: mean, hgb, knn, analytic "
@@ -267,6 +272,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise DripleError(f"unknown estimator(s) {', '.join(unknown)}; choose among "
                           f"{', '.join(estimator_names())}")
     dataset = _load_dataset(args, builder["groups"], builder["grouping"], builder["features"], builder["seed"])
+    external = None
+    if args.external:
+        if args.split != "random" or args.retrain or args.retrain_source:
+            raise DripleError("--external scores the inspector as trained: drop --split family, "
+                              "--retrain and --retrain-source")
+        external = _load_dataset(argparse.Namespace(**{**vars(args), "dataset": args.external}),
+                                 builder["groups"], builder["grouping"], builder["features"], builder["seed"])
     source, source_dataset = _transfer_source(args, predictor)
     floor = None
     retest = args.retest or (None if args.no_floor else retest_dir(args.dataset))
@@ -277,7 +289,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     report = evaluate(predictor, dataset, split=args.split, baselines=estimators, seed=args.seed,
                       progress=not args.quiet, families=args.family, overrides=overrides,
                       source=source, source_dataset=source_dataset,
-                      retrain_source=args.retrain_source, floor=floor, retrain=args.retrain)
+                      retrain_source=args.retrain_source, floor=floor, retrain=args.retrain,
+                      external=external)
     if args.plot:
         plot_predictions(report, args.plot)
     if args.json:

@@ -50,8 +50,11 @@ ARRAYS = ("measured", "predictions", "calibration_measured", "calibration_predic
 
 # ---------------------------------------------------------------------- the harness
 def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable[[Split], Estimator]],
-              floor: Optional[dict] = None, progress: bool = True) -> dict:
+              floor: Optional[dict] = None, progress: bool = True, test_dataset=None) -> dict:
     """Fit every estimator on every fold, score on the test jobs (see the module doc).
+
+    ``test_dataset``: the folds' test positions index this dataset instead (jobs measured apart,
+    e.g. the out-of-zoo set); train, val and calibration stay in ``dataset``.
 
     Returns ``{"split", "setting", "dataset", "targets", "estimators", "folds", "scores",
     "fold_mean", "wins", "notes", "noise_floor", "floor_check"}``; each fold keeps its
@@ -62,21 +65,29 @@ def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable
         raise DripleError("no fold to evaluate")
     names = list(dataset.target_names)
     targets = np.asarray(dataset.targets, dtype=np.float64)
-    ids = dataset.job_ids
+    test_ds = dataset if test_dataset is None else test_dataset
+    if list(test_ds.target_names) != names:
+        raise DripleError(f"the test jobs carry targets {list(test_ds.target_names)}, the training "
+                          f"jobs {names}: they must be the same")
+    test_targets = np.asarray(test_ds.targets, dtype=np.float64)
+    ids = test_ds.job_ids
     out_folds, notes = [], {}
     for fold in folds:
-        fold.check()
+        if test_dataset is None:
+            fold.check()
+        else:  # positions of two datasets: only the training side can overlap itself
+            Split(fold.kind, train=fold.train, val=fold.val, test=[], calibration=fold.calibration).check()
         if not fold.test:
             raise DripleError(f"the fold holding out {fold.held_out or 'test jobs'} has no test jobs")
         entry = {"kind": fold.kind, "held_out": fold.held_out,
                  **{f"n_{p}": len(getattr(fold, p)) for p in ("train", "val", "calibration", "test")},
                  "test_job_ids": [ids[i] for i in fold.test], "scores": {}, "seconds": {},
-                 "notes": {}, "measured": targets[fold.test], "predictions": {},
+                 "notes": {}, "measured": test_targets[fold.test], "predictions": {},
                  "calibration_measured": targets[fold.calibration], "calibration_predictions": {}}
         for name, factory in estimators.items():
             start = time.perf_counter()
             estimator = factory(fold).fit(dataset, fold.train, fold.val)
-            pred = _checked(estimator.predict(dataset, fold.test), len(fold.test), len(names), name)
+            pred = _checked(estimator.predict(test_ds, fold.test), len(fold.test), len(names), name)
             entry["predictions"][name] = pred
             entry["calibration_predictions"][name] = (
                 _checked(estimator.predict(dataset, fold.calibration), len(fold.calibration),
@@ -101,6 +112,7 @@ def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable
     report = {
         "split": folds[0].kind, "setting": getattr(dataset, "setting", None),
         "dataset": str(getattr(dataset, "root", "")), "targets": names,
+        "test_dataset": None if test_dataset is None else str(getattr(test_dataset, "root", "")),
         "estimators": list(estimators), "folds": out_folds, "n_test": int(len(measured)),
         "scores": pooled, "fold_mean": _mean_tables(out_folds, names), "wins": win_counts(pooled, names),
         "notes": notes, "noise_floor": None, "floor_check": None,
@@ -177,6 +189,28 @@ def checkpoint_split(predictor, dataset, seed: int = 0) -> Split:
     return split
 
 
+def external_split(predictor, dataset, external, seed: int = 0) -> Split:
+    """The checkpoint's train / val / calibration jobs of ``dataset`` with every job of
+    ``external`` as the test part (positions into ``external``), kind ``external``. Refused: a
+    dataset of another setting, and any external job that is also a job of ``dataset``."""
+    predictor.check_compatible(external.feature_set, external.vocab_digest, what=f"dataset {external.root}")
+    if getattr(external, "setting", None) != getattr(dataset, "setting", None):
+        raise DripleError(f"the external jobs ran in {getattr(external, 'setting', None)}, the inspector's "
+                          f"dataset in {getattr(dataset, 'setting', None)}: score it on jobs of its setting")
+    shared = sorted(set(external.job_ids) & set(dataset.job_ids))
+    if shared:
+        raise DripleError(f"{len(shared)} external job(s) are also in the inspector's dataset "
+                          f"(e.g. {shared[0]}): an external set must hold other jobs")
+    record = predictor.info.get("split") or {}
+    own = Split.from_dict(record, dataset) if record.get("train") else random_split(dataset, seed=seed)
+    if not own.train:
+        raise DripleError("none of the checkpoint's training jobs is in its dataset: pass the dataset "
+                          "it was trained on")
+    return Split("external", train=own.train, val=own.val, calibration=own.calibration,
+                 test=list(range(len(external))), seed=own.seed,
+                 held_out=f"the jobs of {getattr(external, 'root', 'the external set')}")
+
+
 def source_split_for(fold: Split, dataset, source_dataset, seed: int = 0) -> Optional[Split]:
     """The split of ``source_dataset`` on whose train/val jobs a transferred inspector's source
     is retrained for ``fold`` of ``dataset``: for a family fold, the source's own fold holding
@@ -211,6 +245,7 @@ def evaluate(
     floor: Optional[dict] = None,
     cache: Optional[dict] = None,
     retrain: bool = False,
+    external=None,
 ) -> dict:
     """Evaluate the trained inspector ``predictor`` (column ``inspector``) beside the estimators
     named in ``baselines`` (see :func:`~driple.inspector.estimators.make_estimator`) on a
@@ -224,7 +259,9 @@ def evaluate(
     dict shared between calls, so that a training done once (same jobs, model, options) is
     reused. ``retrain``: a random split retrains the checkpoint's configuration on a fresh
     split (as a family split does per fold) instead of scoring the checkpoint as trained; implied
-    by ``retrain_source``.
+    by ``retrain_source``. ``external``: a dataset of other jobs of the same setting (e.g. the
+    out-of-zoo set) scored as the test part instead, by the inspector as trained and baselines
+    fitted on the checkpoint's own train/val jobs (its calibration jobs give the intervals).
     """
     seed = predictor.info.get("training", {}).get("seed", 0) if seed is None else seed
     predictor.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
@@ -236,7 +273,10 @@ def evaluate(
         raise DripleError("retraining the source needs a transferred inspector, its source inspector "
                           "and the source's dataset")
     options = recorded_options(predictor, {**(overrides or {}), "seed": seed})
-    if split == "random" and not (retrain or retrain_source):
+    if external is not None:
+        folds = [external_split(predictor, dataset, external, seed)]
+        inspector = lambda fold: CheckpointEstimator(predictor)  # noqa: E731
+    elif split == "random" and not (retrain or retrain_source):
         folds = [checkpoint_split(predictor, dataset, seed)]
         note = None
         if transfer:
@@ -253,9 +293,9 @@ def evaluate(
         make_estimator(name)  # unknown names fail before any training
         factories[name] = (lambda n: lambda fold: make_estimator(n, seed=seed, options=options,
                                                                  progress=progress, cache=cache))(name)
-    report = run_folds(dataset, folds, factories, floor=floor, progress=progress)
+    report = run_folds(dataset, folds, factories, floor=floor, progress=progress, test_dataset=external)
     report.update(checkpoint_setting=predictor.setting, seed=seed,
-                  inspector="as trained" if split == "random" and not (retrain or retrain_source)
+                  inspector="as trained" if external is not None or (split == "random" and not (retrain or retrain_source))
                   else "retrained per fold",
                   transfer={"from_setting": transfer.get("from_setting"), "scheme": transfer.get("scheme"),
                             "source_retrained": bool(retrain_source)} if transfer else None)
@@ -314,6 +354,10 @@ def _title(report: dict) -> list[str]:
     if report["split"] == "family":
         what = (f"split: family, {len(folds)} fold(s) (one per held-out family), "
                 f"{report['n_test']} test jobs pooled")
+    elif report.get("test_dataset"):
+        f = folds[0]
+        what = (f"test: {f['n_test']} jobs of {report['test_dataset']} (fitted on the inspector's "
+                f"train {f['n_train']} / val {f['n_val']} jobs; calibration {f['n_calibration']})")
     else:
         f = folds[0]
         what = (f"split: {f['kind']} by architecture (train {f['n_train']}, val {f['n_val']}, "

@@ -206,3 +206,37 @@ def test_retraining_rebuilds_the_checkpoint_configuration_or_refuses():
     assert training_kwargs({**config, "graph_channels": 0})["graph_attr"] is False
     with pytest.raises(DripleError, match="takes no prior_width"):
         training_kwargs({**config, "prior_width": 4})  # a model train_inspector cannot build
+
+
+def _external(write_dataset, fake_builder, root, setting="cpu-ddp-w2-lo", n_configs=6):
+    """A dataset of other jobs (ids ``x...``) of ``setting``."""
+    from pathlib import Path
+
+    root = write_dataset(root, n_configs=n_configs, setting=setting)
+    path = Path(root, "results.csv")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *("x" + line for line in lines[1:])]) + "\n")
+    return InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
+
+
+def test_evaluate_on_an_external_set(dataset, trained, tmp_path, write_dataset, fake_builder):
+    """``external``: every job of another dataset is the test part, scored by the inspector as
+    trained and by baselines fitted on the checkpoint's own training jobs."""
+    ext = _external(write_dataset, fake_builder, tmp_path / "ext" / "cpu-ddp-w2-lo")
+    report = evaluate(trained, dataset, external=ext, progress=False)
+    fold = report["folds"][0]
+    assert fold["kind"] == "external" and fold["test_job_ids"] == list(ext.job_ids)
+    assert report["n_test"] == len(ext) and report["test_dataset"] == str(ext.root)
+    train = [dataset.job_ids.index(j) for j in trained.info["split"]["train"]]
+    assert fold["n_train"] == len(train) and fold["n_calibration"] == len(trained.info["split"]["calibration"])
+    assert np.allclose(fold["predictions"]["mean"], dataset.targets[train].mean(0))
+    assert np.allclose(fold["predictions"]["inspector"], trained.predict([ext[i] for i in range(len(ext))]))
+    assert np.allclose(fold["measured"], ext.targets)
+    assert report["scores"]["mean"]["tx_burst_amount"]["nrmse"] == pytest.approx(
+        nrmse(ext.targets[:, METRICS.index("tx_burst_amount")], fold["predictions"]["mean"][:, METRICS.index("tx_burst_amount")])[0])
+    assert f"test: {len(ext)} jobs of {ext.root}" in format_report(report)
+    with pytest.raises(DripleError, match="also in the inspector's dataset"):
+        evaluate(trained, dataset, external=dataset, progress=False)
+    other = _external(write_dataset, fake_builder, tmp_path / "other" / "cpu-ddp-w2-1g", setting="cpu-ddp-w2-1g")
+    with pytest.raises(DripleError, match="ran in cpu-ddp-w2-1g"):
+        evaluate(trained, dataset, external=other, progress=False)
