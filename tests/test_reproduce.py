@@ -127,3 +127,21 @@ def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_pa
     assert driple_main(["evaluate", str(models / "cpu-ddp-w2-lo"), "--dataset", str(data / "cpu-ddp-w2-lo"),
                         "--external", ooz, "--split", "family", "--quiet"]) == 2
     assert "--external scores the inspector as trained" in capsys.readouterr().err
+
+
+def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
+    """The analytic estimator predicts step time only: its other targets get no coverage (not 0)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    measured = rng.uniform(1, 2, size=(40, 2))
+    pred = measured * rng.uniform(0.9, 1.1, size=measured.shape)
+    partial = pred.copy()
+    partial[:, 0] = np.nan
+    fold = {"calibration_measured": measured[:20], "measured": measured[20:],
+            "calibration_predictions": {"a": pred[:20], "b": partial[:20]},
+            "predictions": {"a": pred[20:], "b": partial[20:]}}
+    cov = reproduce._coverage({"targets": ["x", "step_time"], "estimators": ["a", "b"], "folds": [fold]}, 0.9)
+    assert cov["a"]["x"] > 0.5 and cov["a"]["step_time"] > 0.5
+    assert cov["b"]["x"] is None and cov["b"]["step_time"] == cov["a"]["step_time"]
+    assert cov["b"]["mean"] == cov["b"]["step_time"]
