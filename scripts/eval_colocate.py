@@ -19,9 +19,14 @@ factor capacity / demand on its most overloaded resource), and the measured slow
 job's iteration time against its solo run.
 
 Capacity as the co-run shared it (``corun_capacity``): every rank of every job runs on this
-host's cores, so a worker slot has cores / (workers + servers) of them whatever the setting's
-network; in an emulated setting each job has a cluster and links of its own, so TX and RX are
-not shared and not checked for overload.
+host's cores, whatever the setting's network, and the jobs' workers pair up one per slot, so a
+worker slot has cores / workers of them (a parameter server's own CPU time is not in the
+workers' profiles: it is not modelled); in an emulated setting each job has a cluster and links
+of its own, so TX and RX are not shared and not checked for overload.
+
+Memory units: the co-run's measured mean is of the sampled RSS (% of host memory); with labels
+v2 the memory amount is the peak allocated MB, so the measured mean is shown in MB of the host's
+memory (``provenance.json``) and includes what the runtime holds beside the tensors.
 
 Fit or not (the confusion table): a pair *fits* when measured no job of it slowed down by more
 than ``--max-slowdown`` (default 1.15x: above the 8 % test-retest spread of the step time);
@@ -58,11 +63,29 @@ def corun_capacity(setting_id: str, host_cores: int | None = None) -> dict:
     from driple.settings import parse_setting
 
     s = parse_setting(setting_id)
-    cores = (host_cores or os.cpu_count() or 1) / max(s.workers + s.servers, 1)
+    cores = (host_cores or os.cpu_count() or 1) / max(s.workers, 1)
     capacity = slot_capacity(setting_id, cores=cores)
     if s.emulated:  # each job has links of its own
         capacity = {r: v for r, v in capacity.items() if r not in ("tx", "rx")}
     return capacity
+
+
+def measured_memory_scale(coruns_dir: str) -> float:
+    """Factor from the co-run's measured memory (% of host memory) to the memory amount's unit:
+    1 for %, host MB / 100 for MB (labels v2; host memory from the co-run's provenance)."""
+    from driple.metrics import resource
+
+    if resource("memory").amount != "MB":
+        return 1.0
+    total = None
+    try:
+        with open(os.path.join(coruns_dir, "provenance.json")) as f:
+            total = json.load(f)["host"]["memory_bytes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        import psutil
+
+        total = psutil.virtual_memory().total
+    return float(total) / 1e6 / 100.0
 
 
 def confusion(rows: list[dict], name: str, max_slowdown: float = MAX_SLOWDOWN) -> dict:
@@ -92,8 +115,15 @@ def main(argv=None) -> int:
     p.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
                    help="a pair fits when no job of it slowed down by more than this factor against "
                    f"its solo run (default {MAX_SLOWDOWN})")
+    p.add_argument("--labels", default=None, choices=["v1", "v2"],
+                   help="read the co-runs and inspectors as this label version (default: the declared "
+                   "one, driple.metrics.DECLARED_LABELS; datasets/v2 needs v2)")
     p.add_argument("--json", metavar="FILE", help="also write the per-co-run comparison here")
     args = p.parse_args(argv)
+    if args.labels:
+        from driple.metrics import use_labels
+
+        use_labels(args.labels)
 
     import pandas as pd
 
@@ -101,7 +131,7 @@ def main(argv=None) -> int:
     from driple.collect.results import load_results
     from driple.errors import DripleError
     from driple.inspector.dataset import job_config
-    from driple.metrics import METRICS, RESOURCES
+    from driple.metrics import RESOURCES, target_names
     from driple.predict import colocate as co
     from driple.predict.predictor import Predictor
     from driple.predict.profile import ResourceProfile
@@ -118,45 +148,52 @@ def main(argv=None) -> int:
         solo = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
         series = read_corun(args.coruns)
         capacity = corun_capacity(setting)
+        memory_scale = measured_memory_scale(args.coruns)
     except DripleError as err:
         print(f"eval_colocate: error: {err}", file=sys.stderr)
         return 2
 
     rows = []
-    for _, c in table.iterrows():
-        ids = json.loads(c["job_ids"])
-        predicted, oracle, slowdown = {}, {}, []
-        for j in ids:
-            r = jobs.loc[j]
-            cfg = job_config(r.to_dict())
-            predicted[j] = predictor.predict_job(cfg["model"], batch_size=cfg["batch_size"],
-                                                 optimizer=cfg["optimizer"], knobs=cfg["knobs"])
-            base = r.get("base_job_id")
-            if base in solo.index and solo.loc[base, "status"] == "ok":
-                s = solo.loc[base]
-                oracle[j] = ResourceProfile(setting=setting, model=str(s["model"]),
-                                            metrics={m: float(s[m]) for m in METRICS})
-                slowdown.append(float(r["iter_time_mean_s"]) / float(s["iter_time_mean_s"]))
-        cs = series.get(c["corun_id"])
-        measured_collision = {}
-        if cs is not None and cs.overlap is not None:
-            m = measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
-            measured_collision = {res: m.resources[res].collision_fraction for res in RESOURCES
-                                  if res in m.resources}
-        entry = {"corun_id": c["corun_id"], "models": [predicted[j].model for j in ids],
-                 "measured_mean": {res: float(c[f"{res}_mean"]) for res in RESOURCES},
-                 "measured_collision": measured_collision,
-                 "slowdown": slowdown}
-        for name, profiles in (("inspector", predicted), ("solo", oracle)):
-            if len(profiles) != len(ids):
-                continue
-            rep = co.colocate(profiles, capacity)
-            demand = {res: rep.resources[res].combined_mean for res in RESOURCES}
-            served, factor = throttled(demand, capacity)
-            entry[name] = {"demand": demand, "served": served, "throttle": factor,
-                           "collision": {res: rep.resources[res].collision_probability for res in RESOURCES},
-                           "verdict": rep.verdict}
-        rows.append(entry)
+    try:  # a job the inspector cannot predict, a solo row without a label: say so, no traceback
+        for _, c in table.iterrows():
+            ids = json.loads(c["job_ids"])
+            predicted, oracle, slowdown = {}, {}, []
+            for j in ids:
+                r = jobs.loc[j]
+                cfg = job_config(r.to_dict())
+                predicted[j] = predictor.predict_job(cfg["model"], batch_size=cfg["batch_size"],
+                                                     optimizer=cfg["optimizer"], knobs=cfg["knobs"])
+                base = r.get("base_job_id")
+                if base in solo.index and solo.loc[base, "status"] == "ok":
+                    s = solo.loc[base]
+                    oracle[j] = ResourceProfile(setting=setting, model=str(s["model"]),
+                                                metrics={m: float(s[m]) for m in target_names()})
+                    slowdown.append(float(r["iter_time_mean_s"]) / float(s["iter_time_mean_s"]))
+            cs = series.get(c["corun_id"])
+            measured_collision = {}
+            if cs is not None and cs.overlap is not None:
+                m = measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
+                measured_collision = {res: m.resources[res].collision_fraction for res in RESOURCES
+                                      if res in m.resources}
+            entry = {"corun_id": c["corun_id"], "models": [predicted[j].model for j in ids],
+                     "measured_mean": {res: float(c[f"{res}_mean"]) * (memory_scale if res == "memory" else 1.0)
+                                   for res in RESOURCES},
+                     "measured_collision": measured_collision,
+                     "slowdown": slowdown}
+            for name, profiles in (("inspector", predicted), ("solo", oracle)):
+                if len(profiles) != len(ids):
+                    continue
+                rep = co.colocate(profiles, capacity)
+                demand = {res: rep.resources[res].combined_mean for res in RESOURCES}
+                served, factor = throttled(demand, capacity)
+                entry[name] = {"demand": demand, "served": served, "throttle": factor,
+                               "collision": {res: rep.resources[res].collision_probability for res in RESOURCES},
+                               "verdict": rep.verdict}
+            rows.append(entry)
+    except DripleError as err:
+        print(f"eval_colocate: error: {err}", file=sys.stderr)
+        return 2
+
 
     def rel(a, b):
         return abs(a - b) / abs(b) if b else float("nan")

@@ -1,5 +1,5 @@
-"""``scripts/eval_colocate.py``: the capacity a co-run on this host really shares, and the
-confusion table of predicted against measured fit."""
+"""``scripts/eval_colocate.py``: the capacity a co-run on this host really shares, the memory
+unit of its measurements, and the confusion table of predicted against measured fit."""
 import importlib.util
 from pathlib import Path
 
@@ -23,7 +23,20 @@ def test_corun_capacity_splits_the_host_between_all_ranks(script):
     assert ddp_1g["compute"] == pytest.approx(100.0)  # namespaces do not add cores
     assert "tx" not in ddp_1g and "rx" not in ddp_1g  # each co-run job has links of its own
     ps = script.corun_capacity("cpu-ps-p1w2-1g", host_cores=2)
-    assert ps["compute"] == pytest.approx(100.0 * 2 / 3)  # the server shares the cores too
+    assert ps["compute"] == pytest.approx(100.0)  # workers pair up one per slot; servers not modelled
+
+
+def test_measured_memory_in_the_amount_unit(script, tmp_path):
+    from driple.metrics import DECLARED_LABELS, use_labels
+
+    (tmp_path / "provenance.json").write_text('{"host": {"memory_bytes": 8e9}}')
+    try:
+        use_labels("v1")
+        assert script.measured_memory_scale(str(tmp_path)) == 1.0  # labels v1: % of host memory
+        use_labels("v2")
+        assert script.measured_memory_scale(str(tmp_path)) == pytest.approx(80.0)  # 1 % = 80 MB
+    finally:
+        use_labels(DECLARED_LABELS)
 
 
 def _row(verdict, slowdowns, name="inspector"):
