@@ -107,10 +107,132 @@ def format_confusion(table: dict, name: str) -> list[str]:
             f"{'measured slowed':>22} {table['not_predicted_fit']:>16} {table['not_predicted_not']:>20}"]
 
 
+def evaluate_coruns(coruns: str, setting: str | None = None, solo: str | None = None,
+                    max_slowdown: float = MAX_SLOWDOWN, inspector: str | None = None) -> dict:
+    """Predicted against measured co-location for every ok co-run of ``coruns`` (module doc).
+
+    ``inspector``: a shipped setting id or a checkpoint path (default: the co-runs' setting).
+    Returns ``{"coruns_dir", "setting", "capacity", "summary", "max_slowdown", "confusion",
+    "slowdown", "verdicts", "coruns"}``; raises :class:`~driple.errors.DripleError`.
+    """
+    import pandas as pd
+
+    from driple.collect.corun import load_coruns, measured_combined, read_corun
+    from driple.collect.results import load_results
+    from driple.errors import DripleError
+    from driple.inspector.dataset import job_config
+    from driple.metrics import RESOURCES, target_names
+    from driple.predict import colocate as co
+    from driple.predict.predictor import Predictor
+    from driple.predict.profile import ResourceProfile
+
+    table = load_coruns(coruns)
+    table = table[table["status"] == "ok"]
+    if table.empty:
+        raise DripleError(f"no ok co-run in {coruns}")
+    setting = setting or str(table["setting"].iloc[0])
+    predictor = Predictor.load(inspector or setting)
+    jobs = load_results(coruns).set_index("job_id")
+    solo_dir = solo or os.path.join(ROOT, "datasets", setting)
+    solo_rows = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
+    series = read_corun(coruns)
+    capacity = corun_capacity(setting)
+    memory_scale = measured_memory_scale(coruns)
+
+    rows = []
+    for _, c in table.iterrows():
+        ids = json.loads(c["job_ids"])
+        predicted, oracle, slowdown = {}, {}, []
+        for j in ids:
+            r = jobs.loc[j]
+            cfg = job_config(r.to_dict())
+            predicted[j] = predictor.predict_job(cfg["model"], batch_size=cfg["batch_size"],
+                                                 optimizer=cfg["optimizer"], knobs=cfg["knobs"])
+            base = r.get("base_job_id")
+            if base in solo_rows.index and solo_rows.loc[base, "status"] == "ok":
+                s = solo_rows.loc[base]
+                oracle[j] = ResourceProfile(setting=setting, model=str(s["model"]),
+                                            metrics={m: float(s[m]) for m in target_names()})
+                slowdown.append(float(r["iter_time_mean_s"]) / float(s["iter_time_mean_s"]))
+        cs = series.get(c["corun_id"])
+        measured_collision = {}
+        if cs is not None and cs.overlap is not None:
+            m = measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
+            measured_collision = {res: m.resources[res].collision_fraction for res in RESOURCES
+                                  if res in m.resources}
+        entry = {"corun_id": c["corun_id"], "models": [predicted[j].model for j in ids],
+                 "measured_mean": {res: float(c[f"{res}_mean"]) * (memory_scale if res == "memory" else 1.0)
+                                   for res in RESOURCES},
+                 "measured_collision": measured_collision,
+                 "slowdown": slowdown}
+        for name, profiles in (("inspector", predicted), ("solo", oracle)):
+            if len(profiles) != len(ids):
+                continue
+            rep = co.colocate(profiles, capacity)
+            demand = {res: rep.resources[res].combined_mean for res in RESOURCES}
+            served, factor = throttled(demand, capacity)
+            entry[name] = {"demand": demand, "served": served, "throttle": factor,
+                           "collision": {res: rep.resources[res].collision_probability for res in RESOURCES},
+                           "verdict": rep.verdict}
+        rows.append(entry)
+
+    def rel(a, b):
+        return abs(a - b) / abs(b) if b else float("nan")
+
+    summary = {}
+    for res in RESOURCES:
+        summary[res] = {"measured_mean": float(np.mean([r["measured_mean"][res] for r in rows]))}
+        for name in ("inspector", "solo"):
+            pairs = [(r[name]["served"][res], r["measured_mean"][res]) for r in rows if name in r]
+            summary[res][f"{name}_served_rel_err"] = (float(np.nanmean([rel(a, b) for a, b in pairs]))
+                                                      if pairs else None)
+            summary[res][f"{name}_served_mean"] = float(np.mean([a for a, _ in pairs])) if pairs else None
+            pc = [r[name]["collision"][res] for r in rows if name in r]
+            summary[res][f"{name}_collision"] = float(np.mean(pc)) if pc else None
+        mc = [r["measured_collision"].get(res) for r in rows if r["measured_collision"].get(res) is not None]
+        summary[res]["measured_collision"] = float(np.mean(mc)) if mc else None
+    verdicts = [r["inspector"]["verdict"] for r in rows if "inspector" in r]
+    return {"coruns_dir": str(coruns), "setting": setting, "capacity": capacity, "summary": summary,
+            "max_slowdown": max_slowdown,
+            "confusion": {name: confusion(rows, name, max_slowdown) for name in ("inspector", "solo")},
+            "slowdown": [x for r in rows for x in r["slowdown"]],
+            "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))}, "coruns": rows}
+
+
+def format_result(result: dict) -> str:
+    """The comparison as printed by the script."""
+    def cell(value, width, fmt):
+        return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
+
+    out = [f"{len(result['coruns'])} co-runs in {result['coruns_dir']}, setting {result['setting']}, "
+           f"slot capacity {result['capacity']}", "",
+           f"{'resource':<9}" + "".join(f"{h:>24}" for h in
+                                      ("measured mean", "inspector served (err)", "solo served (err)",
+                                       "measured collide", "inspector collide", "solo collide"))]
+    for res, sm in result["summary"].items():
+        cells = [cell(sm["measured_mean"], 24, ".1f")]
+        for name in ("inspector", "solo"):
+            err = sm[f"{name}_served_rel_err"]
+            cells.append(cell(sm[f"{name}_served_mean"], 15, ".1f") + " ("
+                         + ("  -  " if err is None else f"{err:>5.0%}") + ")")
+        cells += [cell(sm[f"{k}_collision"], 24, ".2f") for k in ("measured", "inspector", "solo")]
+        out.append(f"{res:<9}" + "".join(cells))
+    slow = result["slowdown"]
+    out += ["", (f"measured slow-down of iteration time vs solo: median {np.median(slow):.2f}x "
+                 f"(range {min(slow):.2f}-{max(slow):.2f}) over {len(slow)} jobs" if slow else
+                 "no solo runs found: no slow-down"),
+            "inspector verdicts: " + ", ".join(f"{v}: {n}" for v, n in result["verdicts"].items()), "",
+            f"fit = no job slowed down by more than {result['max_slowdown']:.2f}x; predicted fit = 'packs well'"]
+    for name, table in result["confusion"].items():
+        out += format_confusion(table, name)
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coruns", required=True, help="co-run dataset directory (driple collect corun --out)")
-    p.add_argument("--setting", default=None, help="shipped inspector (default: the co-runs' setting)")
+    p.add_argument("--setting", default=None,
+                   help="inspector: a shipped setting id or a checkpoint path (default: the co-runs' setting)")
     p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default datasets/<setting>)")
     p.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
                    help="a pair fits when no job of it slowed down by more than this factor against "
@@ -124,117 +246,18 @@ def main(argv=None) -> int:
         from driple.metrics import use_labels
 
         use_labels(args.labels)
-
-    import pandas as pd
-
-    from driple.collect.corun import load_coruns, measured_combined, read_corun
-    from driple.collect.results import load_results
     from driple.errors import DripleError
-    from driple.inspector.dataset import job_config
-    from driple.metrics import RESOURCES, target_names
-    from driple.predict import colocate as co
-    from driple.predict.predictor import Predictor
-    from driple.predict.profile import ResourceProfile
 
-    try:
-        table = load_coruns(args.coruns)
-        table = table[table["status"] == "ok"]
-        if table.empty:
-            raise DripleError(f"no ok co-run in {args.coruns}")
-        setting = args.setting or str(table["setting"].iloc[0])
-        predictor = Predictor.load(setting)
-        jobs = load_results(args.coruns).set_index("job_id")
-        solo_dir = args.solo or os.path.join(ROOT, "datasets", setting)
-        solo = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
-        series = read_corun(args.coruns)
-        capacity = corun_capacity(setting)
-        memory_scale = measured_memory_scale(args.coruns)
+    try:  # a job the inspector cannot predict, a solo row without a label: said, no traceback
+        result = evaluate_coruns(args.coruns, solo=args.solo, max_slowdown=args.max_slowdown,
+                                 inspector=args.setting)
     except DripleError as err:
         print(f"eval_colocate: error: {err}", file=sys.stderr)
         return 2
-
-    rows = []
-    try:  # a job the inspector cannot predict, a solo row without a label: say so, no traceback
-        for _, c in table.iterrows():
-            ids = json.loads(c["job_ids"])
-            predicted, oracle, slowdown = {}, {}, []
-            for j in ids:
-                r = jobs.loc[j]
-                cfg = job_config(r.to_dict())
-                predicted[j] = predictor.predict_job(cfg["model"], batch_size=cfg["batch_size"],
-                                                     optimizer=cfg["optimizer"], knobs=cfg["knobs"])
-                base = r.get("base_job_id")
-                if base in solo.index and solo.loc[base, "status"] == "ok":
-                    s = solo.loc[base]
-                    oracle[j] = ResourceProfile(setting=setting, model=str(s["model"]),
-                                                metrics={m: float(s[m]) for m in target_names()})
-                    slowdown.append(float(r["iter_time_mean_s"]) / float(s["iter_time_mean_s"]))
-            cs = series.get(c["corun_id"])
-            measured_collision = {}
-            if cs is not None and cs.overlap is not None:
-                m = measured_combined(cs.series, capacity, t0=cs.overlap[0], t1=cs.overlap[1])
-                measured_collision = {res: m.resources[res].collision_fraction for res in RESOURCES
-                                      if res in m.resources}
-            entry = {"corun_id": c["corun_id"], "models": [predicted[j].model for j in ids],
-                     "measured_mean": {res: float(c[f"{res}_mean"]) * (memory_scale if res == "memory" else 1.0)
-                                   for res in RESOURCES},
-                     "measured_collision": measured_collision,
-                     "slowdown": slowdown}
-            for name, profiles in (("inspector", predicted), ("solo", oracle)):
-                if len(profiles) != len(ids):
-                    continue
-                rep = co.colocate(profiles, capacity)
-                demand = {res: rep.resources[res].combined_mean for res in RESOURCES}
-                served, factor = throttled(demand, capacity)
-                entry[name] = {"demand": demand, "served": served, "throttle": factor,
-                               "collision": {res: rep.resources[res].collision_probability for res in RESOURCES},
-                               "verdict": rep.verdict}
-            rows.append(entry)
-    except DripleError as err:
-        print(f"eval_colocate: error: {err}", file=sys.stderr)
-        return 2
-
-
-    def rel(a, b):
-        return abs(a - b) / abs(b) if b else float("nan")
-
-    print(f"{len(rows)} co-runs in {args.coruns}, setting {setting}, slot capacity {capacity}")
-    print(f"\n{'resource':<9}" + "".join(f"{h:>24}" for h in
-          ("measured mean", "inspector served (err)", "solo served (err)",
-           "measured collide", "inspector collide", "solo collide")))
-    summary = {}
-    for res in RESOURCES:
-        meas = [r["measured_mean"][res] for r in rows]
-        cells = [f"{np.mean(meas):>24.1f}"]
-        summary[res] = {"measured_mean": float(np.mean(meas))}
-        for name in ("inspector", "solo"):
-            pairs = [(r[name]["served"][res], r["measured_mean"][res]) for r in rows if name in r]
-            err = float(np.nanmean([rel(a, b) for a, b in pairs])) if pairs else float("nan")
-            summary[res][f"{name}_served_rel_err"] = err
-            summary[res][f"{name}_served_mean"] = float(np.mean([a for a, _ in pairs])) if pairs else None
-            cells.append(f"{np.mean([a for a, _ in pairs]) if pairs else float('nan'):>15.1f} ({err:>5.0%})")
-        mc = [r["measured_collision"].get(res) for r in rows if r["measured_collision"].get(res) is not None]
-        summary[res]["measured_collision"] = float(np.mean(mc)) if mc else None
-        cells.append(f"{np.mean(mc) if mc else float('nan'):>24.2f}")
-        for name in ("inspector", "solo"):
-            pc = [r[name]["collision"][res] for r in rows if name in r]
-            summary[res][f"{name}_collision"] = float(np.mean(pc)) if pc else None
-            cells.append(f"{np.mean(pc) if pc else float('nan'):>24.2f}")
-        print(f"{res:<9}" + "".join(cells))
-    slow = [s for r in rows for s in r["slowdown"]]
-    verdicts = [r["inspector"]["verdict"] for r in rows if "inspector" in r]
-    print(f"\nmeasured slow-down of iteration time vs solo: median {np.median(slow):.2f}x "
-          f"(range {min(slow):.2f}-{max(slow):.2f}) over {len(slow)} jobs" if slow else "")
-    print("inspector verdicts: " + ", ".join(f"{v}: {verdicts.count(v)}" for v in sorted(set(verdicts))))
-    tables = {name: confusion(rows, name, args.max_slowdown) for name in ("inspector", "solo")}
-    print(f"\nfit = no job slowed down by more than {args.max_slowdown:.2f}x; predicted fit = 'packs well'")
-    for name, table in tables.items():
-        print("\n".join(format_confusion(table, name)))
+    print(format_result(result))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"setting": setting, "capacity": capacity, "summary": summary,
-                       "max_slowdown": args.max_slowdown, "confusion": tables,
-                       "slowdown": slow, "coruns": rows}, f, indent=2, default=float)
+            json.dump(result, f, indent=2, default=float)
     return 0
 
 
