@@ -29,6 +29,10 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   ``datasets/out-of-zoo``: architectures written by others, never trained on or chosen with),
   beside the baselines fitted on its own training jobs (``driple evaluate --external``), with
   interval coverage.
+- ``colocate``: every ``corun-<setting>`` dataset (``driple collect corun``) whose setting has
+  an inspector: the pairs predicted with it and with the jobs' solo measurements, against what
+  was measured while they ran together, and the confusion table of predicted fit ("packs well")
+  against measured fit (no job slowed by more than 1.15x); ``scripts/eval_colocate.py``.
 - ``transfer``: per target setting, fine-tuning (paper scheme; MLP only) vs training from
   scratch at fractions of the target's training jobs; the source retrained without the
   target's test architectures (unless ``--no-retrain-source``).
@@ -51,7 +55,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ("labels", "retest", "accuracy", "outofzoo", "transfer", "design")
+SECTIONS = ("labels", "retest", "accuracy", "outofzoo", "colocate", "transfer", "design")
 LABELLERS = ("timeline", "kmeans")
 PAPER_MEAN_ERROR = {"compute": 11, "memory": 9, "tx": 17, "rx": 15}  # %, Driple Table (GPU)
 RETEST_TOLERANCE = 0.10  # median test-retest difference a label must stay within
@@ -332,6 +336,31 @@ def section_outofzoo(ctx: Context) -> None:
                           "command_of_a_row": f"driple evaluate <models>/{setting} --external {a.out_of_zoo}"})
 
 
+def section_colocate(ctx: Context) -> None:
+    """Co-location predicted against real co-runs, per ``corun-<setting>`` dataset."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from eval_colocate import evaluate_coruns, format_result
+
+    from driple.predict.registry import resolve
+
+    shipped = set(ctx.settings())
+    out = {}
+    for name in sorted(os.listdir(ctx.datasets)):
+        setting = name[len("corun-"):] if name.startswith("corun-") else None
+        if setting not in shipped:
+            continue
+        path, _ = resolve(setting, root=ctx._root())
+        result = evaluate_coruns(ctx.dataset_dir(name), setting=setting, solo=ctx.dataset_dir(setting),
+                                 inspector=str(path))
+        _say(format_result(result) + "\n")
+        out[name] = {**result, "command_of_a_row": f"python scripts/eval_colocate.py --coruns "
+                                                   f"<datasets>/{name} --setting <models>/{setting}"}
+    if not out:
+        _say("colocate: no corun-<setting> dataset with an inspector; skipped")
+        return
+    ctx.save("colocate", {"coruns": out})
+
+
 def section_transfer(ctx: Context) -> None:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from transfer_study import run_study, summarize
@@ -557,6 +586,37 @@ def _report_outofzoo(ooz) -> list[str]:
             "calibrated on its calibration jobs.", ""] + _split_tables(rep)
 
 
+def _report_colocate(co) -> list[str]:
+    lines = ["## Co-location against real co-runs", "",
+             "Combined mean load per worker slot (demand throttled to capacity) predicted from the "
+             "inspector and, as an oracle, from the jobs' solo measurements, against the measured "
+             "one; share of time two jobs burst at once. A pair fits when no job of it slowed down "
+             "by more than the threshold against its solo run; predicted fit = 'packs well'.", ""]
+    for name, r in co["coruns"].items():
+        slow = r["slowdown"]
+        lines += [f"### {name} ({len(r['coruns'])} co-runs; slow-down "
+                  + (f"median {np.median(slow):.2f}x, {min(slow):.2f}-{max(slow):.2f}x" if slow else "unknown")
+                  + ")", "",
+                  "| resource | measured mean | inspector (error) | solo profiles (error) | measured collide "
+                  "| inspector collide | solo collide |", "|---|---|---|---|---|---|---|"]
+        def num(v, fmt):
+            return "-" if v is None else format(v, fmt)
+
+        for res, sm in r["summary"].items():
+            cells = [num(sm["measured_mean"], ".1f")]
+            for est in ("inspector", "solo"):
+                cells.append(f"{num(sm[f'{est}_served_mean'], '.1f')} ({num(sm[f'{est}_served_rel_err'], '.0%')})")
+            cells += [num(sm[f"{k}_collision"], ".2f") for k in ("measured", "inspector", "solo")]
+            lines.append(f"| {res} | " + " | ".join(cells) + " |")
+        lines += ["", f"| profiles | fit, predicted fit | fit, predicted not | slowed, predicted fit | "
+                  f"slowed, predicted not |", "|---|---|---|---|---|"]
+        for est, t in r["confusion"].items():
+            lines.append(f"| {est} | {t['fit_predicted_fit']} | {t['fit_predicted_not']} | "
+                         f"{t['not_predicted_fit']} | {t['not_predicted_not']} |")
+        lines.append("")
+    return lines
+
+
 def _report_transfer(tr) -> list[str]:
     lines = [f"## Transfer learning from {tr['source']}", ""]
     for target, r in tr["targets"].items():
@@ -595,7 +655,7 @@ def report(ctx: Context) -> str:
              "allocated bytes / RSS; no GPU figures).", ""]
     for section, fmt in (("labels", _report_labels), ("retest", _report_retest),
                          ("accuracy", _report_accuracy), ("outofzoo", _report_outofzoo),
-                         ("transfer", _report_transfer),
+                         ("colocate", _report_colocate), ("transfer", _report_transfer),
                          ("design", _report_design)):
         data = ctx.load(section)
         if data:

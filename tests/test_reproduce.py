@@ -145,3 +145,44 @@ def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
     assert cov["a"]["x"] > 0.5 and cov["a"]["step_time"] > 0.5
     assert cov["b"]["x"] is None and cov["b"]["step_time"] == cov["a"]["step_time"]
     assert cov["b"]["mean"] == cov["b"]["step_time"]
+
+
+CORUNS = ROOT / "datasets" / "corun-cpu-ddp-w2-lo"  # measured co-runs of the shipped source setting
+KEEP_CORUN = "corun-4c95671ec7"  # MLP + BERT: two quick graph builds
+
+
+def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
+    """The colocate section finds ``corun-<setting>`` beside the setting's dataset, predicts the
+    pairs with the registry's inspector and gives what ``scripts/eval_colocate.py`` gives."""
+    import pandas as pd
+
+    data = tmp_path / "datasets"
+    shutil.copytree(ROOT / "datasets" / "cpu-ddp-w2-lo", data / "cpu-ddp-w2-lo",
+                    ignore=shutil.ignore_patterns("raw", "processed"))
+    coruns = data / "corun-cpu-ddp-w2-lo"
+    shutil.copytree(CORUNS, coruns, ignore=lambda d, names: [n for n in names if n.startswith("corun-")
+                                                               and not n.startswith(KEEP_CORUN)])
+    table = pd.read_csv(coruns / "coruns.csv")
+    table[table["corun_id"] == KEEP_CORUN].to_csv(coruns / "coruns.csv", index=False)
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "colocate", "--datasets-dir", str(data), "--models-dir",
+                           str(ROOT / "trained_models"), "--out", str(out), "--quiet"]) == 0
+    section = json.loads((out / "colocate.json").read_text())["coruns"]["corun-cpu-ddp-w2-lo"]
+    assert [c["corun_id"] for c in section["coruns"]] == [KEEP_CORUN]
+    measured = table.set_index("corun_id").loc[KEEP_CORUN]
+    assert section["summary"]["compute"]["measured_mean"] == pytest.approx(measured["compute_mean"])
+    for name in ("inspector", "solo"):  # one pair, counted once in each confusion table
+        assert sum(section["confusion"][name].values()) == 1
+    assert len(section["slowdown"]) == 2 and min(section["slowdown"]) > 0
+    assert "### corun-cpu-ddp-w2-lo (1 co-runs" in (out / "results.md").read_text()
+    capsys.readouterr()
+
+    spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--coruns", str(coruns), "--solo", str(data / "cpu-ddp-w2-lo"),
+                        "--json", str(tmp_path / "co.json")]) == 0
+    alone = json.loads((tmp_path / "co.json").read_text())
+    for res, row in section["summary"].items():
+        assert alone["summary"][res] == pytest.approx(row)
+    assert alone["confusion"] == section["confusion"]
