@@ -398,37 +398,40 @@ def section_design(ctx: Context) -> None:
 
     from driple.inspector.estimators import recorded_options
     from driple.inspector.splits import random_split
-    from driple.inspector.train import train_inspector
+    from driple.inspector.train import retrain_config, train_inspector
 
     a = ctx.args
     source_name = ctx.source_setting()
     shipped = ctx.inspector(source_name)
     options = recorded_options(shipped, ctx.overrides())
-    base = shipped.model.config()
+    config, _ = retrain_config(shipped)  # the shipped network (paper GNN, hybrid, ...), varied below
     builder = shipped.build_options()
     grouping, scaling = builder.get("grouping", "uniform"), options.target_scaling
     rows = (ctx.load("design") or {}).get("rows", []) if a.keep else []
-    runs = [("grouping", g, base["num_repeats"], scaling) for g in a.groupings]
-    runs += [("K", grouping, k, scaling) for k in a.repeats if k != base["num_repeats"]]
-    runs += [("scaling", grouping, base["num_repeats"], s) for s in a.scalings if s != scaling]
+    runs = [("grouping", g, config.num_repeats, scaling) for g in a.groupings]
+    runs += [("K", grouping, k, scaling) for k in a.repeats if k != config.num_repeats]
+    runs += [("scaling", grouping, config.num_repeats, s) for s in a.scalings if s != scaling]
     for study, grouping_, k, scaling_ in runs:
         ds = ctx.dataset(source_name, {**builder, "grouping": grouping_})
         split = random_split(ds, seed=options.seed)
+        # residuals over the priors are taken in log space: another scaling predicts the targets
+        residual = config.residual and scaling_ == "ln"
+        run_config = replace(config, num_repeats=k, residual=residual)
         t0 = time.perf_counter()
-        model = train_inspector(ds, split, hidden_channels=base["hidden_channels"], num_repeats=k,
-                                graph_attr=bool(base.get("graph_channels")),
-                                options=replace(options, target_scaling=scaling_), progress=not a.quiet)
+        model = train_inspector(ds[list(split.train)], ds[list(split.val)], replace(options, target_scaling=scaling_),
+                                run_config, test=ds[list(split.test)], host=shipped.host, progress=not a.quiet)
         val, test = model.info["scores"]["val"]["mean"], model.info["scores"]["test"]["mean"]
         nodes = float(np.mean([ds[i].num_nodes for i in range(len(ds))]))
         key = (study, grouping_, k, scaling_)
         rows = [r for r in rows if (r["study"], r["grouping"], r["K"], r.get("scaling")) != key]
-        rows.append({"study": study, "grouping": grouping_, "K": k, "scaling": scaling_,
+        rows.append({"study": study, "configuration": config.kind, "residual": residual,
+                     "grouping": grouping_, "K": k, "scaling": scaling_,
                      "val_nrmse": val["nrmse"], "nrmse": test["nrmse"], "mape": test["mape"],
                      "seconds": time.perf_counter() - t0, "mean_nodes": nodes,
                      "n_val": len(split.val), "n_test": len(split.test)})
-        _say(f"design {study}: grouping {grouping_} K {k} scaling {scaling_}: validation NRMSE "
-             f"{val['nrmse']:.3f}, test NRMSE {test['nrmse']:.3f} MAPE {test['mape']:.0f}% "
-             f"({nodes:.0f} nodes per graph, {rows[-1]['seconds']:.0f} s)")
+        _say(f"design {study}: {config.kind}{' (residual)' if residual else ''} grouping {grouping_} K {k} "
+             f"scaling {scaling_}: validation NRMSE {val['nrmse']:.3f}, test NRMSE {test['nrmse']:.3f} "
+             f"MAPE {test['mape']:.0f}% ({nodes:.0f} nodes per graph, {rows[-1]['seconds']:.0f} s)")
         ctx.save("design", {"source": source_name, "rows": rows})
 
 
@@ -637,12 +640,13 @@ def _report_design(design) -> list[str]:
     best = min((r for r in rows if r.get("val_nrmse") is not None), key=lambda r: r["val_nrmse"], default=None)
     lines = [f"## Design study on {design['source']} (random split by architecture)", "",
              "Chosen on validation NRMSE; the test NRMSE is reported, not used to choose.", "",
-             "| study | grouping | K | target scaling | nodes per graph | validation NRMSE | test NRMSE "
-             "| test MAPE | train s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| study | network | grouping | K | target scaling | nodes per graph | validation NRMSE "
+             "| test NRMSE | test MAPE | train s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mark = " **(chosen)**" if r is best else ""
-        lines.append(f"| {r['study']}{mark} | {r['grouping']} | {r['K']} | {r.get('scaling', '-')} | "
+        network = r.get("configuration", "gnn") + (" (residual)" if r.get("residual") else "")
+        lines.append(f"| {r['study']}{mark} | {network} | {r['grouping']} | {r['K']} | {r.get('scaling', '-')} | "
                      f"{r['mean_nodes']:.0f} | "
                      f"{_f(r.get('val_nrmse'))} | {_f(r['nrmse'])} | {_f(r['mape'], True)} | {r['seconds']:.0f} |")
     return lines + [""]
@@ -697,8 +701,10 @@ def main(argv=None) -> int:
                    help="grouping policies of the design study (default uniform proportional; "
                    "'none' keeps every op as a node: ~6-30x the training cost)")
     p.add_argument("--repeats", type=int, nargs="+", default=[5, 10, 20])
-    p.add_argument("--scalings", nargs="+", default=["max", "log"], choices=["max", "standard", "log"],
-                   help="design: target scalings compared on validation (default max log)")
+    p.add_argument("--scalings", nargs="+", default=["max", "log", "ln"], choices=["max", "standard", "log", "ln"],
+                   help="design: target scalings compared on validation (default max log ln; the "
+                   "shipped one is the base row; residuals over priors need ln, other scalings "
+                   "predict the targets themselves)")
     p.add_argument("--keep", action="store_true",
                    help="design: keep the rows of an earlier run that this run does not redo")
     p.add_argument("--epochs", type=int, default=None,

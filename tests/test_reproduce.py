@@ -186,3 +186,35 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
     for res, row in section["summary"].items():
         assert alone["summary"][res] == pytest.approx(row)
     assert alone["confusion"] == section["confusion"]
+
+
+def test_design_section_varies_the_shipped_network(reproduce, tmp_path, write_dataset, fake_builder, monkeypatch):
+    """The design study trains the shipped configuration (here a residual hybrid) with one knob
+    changed; a scaling other than ln drops the residuals (they are taken in log space)."""
+    from driple.graph.host_speed import HostSpeed
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import preset, train_inspector
+    from driple.predict.shipping import ship
+
+    monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
+    monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
+    data = tmp_path / "datasets"
+    lo = write_dataset(data / "cpu-ddp-w2-lo", n_configs=24)
+    ds = InspectorDataset(lo, progress=False)
+    split = random_split(ds)
+    config, options = preset("hybrid", hidden_channels=8, num_repeats=2, epochs=2, patience=2)
+    host = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
+    source = train_inspector(ds[split.train], ds[split.val], options, config, host=host, progress=False)
+    models = tmp_path / "models"
+    ship(source, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models,
+         default=True)
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "design", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--work-dir", str(tmp_path / "work"), "--groupings", "uniform",
+                           "--repeats", "2", "3", "--scalings", "max", "--quiet"]) == 0
+    rows = {(r["study"], r["K"], r["scaling"]): r for r in json.loads((out / "design.json").read_text())["rows"]}
+    assert set(rows) == {("grouping", 2, "ln"), ("K", 3, "ln"), ("scaling", 2, "max")}
+    assert all(r["configuration"] == "hybrid" for r in rows.values())
+    assert rows[("K", 3, "ln")]["residual"] and not rows[("scaling", 2, "max")]["residual"]
+    assert "| hybrid (residual) | uniform | 3 | ln |" in (out / "results.md").read_text()

@@ -110,10 +110,15 @@ class GNNEstimator(Estimator):
 
     @classmethod
     def from_checkpoint(cls, trained, options=None, overrides: Optional[dict] = None, **kwargs):
-        """The configuration and training options recorded in ``trained`` (a
-        :class:`~driple.inspector.checkpoint.TrainedInspector`), ``overrides`` applied."""
-        return cls(options=options or recorded_options(trained, overrides),
-                   **training_kwargs(trained.model.config()), **kwargs)
+        """An estimator that trains what ``trained`` (a
+        :class:`~driple.inspector.checkpoint.TrainedInspector`) is: its recorded configuration
+        (:func:`~driple.inspector.train.retrain_config`), training options with ``overrides``
+        applied, and host figures (the priors of a hybrid divide by them)."""
+        from driple.inspector.train import retrain_config
+
+        config, _ = retrain_config(trained)
+        kwargs.setdefault("host", trained.host)
+        return cls(options=options or recorded_options(trained, overrides), config=config, **kwargs)
 
     def fit(self, dataset, train, val) -> "GNNEstimator":
         from driple.inspector.train import train_inspector
@@ -201,29 +206,6 @@ class TransferEstimator(Estimator):
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.inspector_.predict(graphs_of(dataset, idx))
-
-
-#: Model config entries that follow from the data or the run, not given to ``train_inspector``.
-DERIVED_CONFIG = ("in_channels", "out_channels", "tuned_from", "graph_channels")
-
-
-def training_kwargs(config: dict) -> dict:
-    """``train_inspector`` keyword arguments that rebuild a model of ``config`` (its
-    ``model.config()``). A config entry that ``train_inspector`` does not take is refused
-    rather than dropped: retraining would silently build another model."""
-    import inspect
-
-    from driple.inspector.train import train_inspector
-
-    accepted = set(inspect.signature(train_inspector).parameters)
-    kwargs = {k: v for k, v in config.items() if k in accepted}
-    if "graph_attr" in accepted and "graph_attr" not in kwargs:
-        kwargs["graph_attr"] = bool(config.get("graph_channels"))
-    unknown = sorted(set(config) - set(kwargs) - set(DERIVED_CONFIG))
-    if unknown:
-        raise DripleError(f"cannot retrain this inspector: train_inspector takes no "
-                          f"{', '.join(unknown)} (entries of its model configuration)")
-    return kwargs
 
 
 def recorded_options(trained, overrides: Optional[dict] = None):

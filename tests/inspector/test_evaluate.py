@@ -196,16 +196,16 @@ def test_plot(tmp_path, dataset, trained):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-def test_retraining_rebuilds_the_checkpoint_configuration_or_refuses():
-    from driple.inspector.estimators import training_kwargs
+def test_a_checkpoint_without_a_recorded_configuration_retrains_as_the_paper_gnn(trained):
+    """v1 checkpoints predate ``info["configuration"]``: their folds are the paper's GNN of the
+    recorded sizes, with the legacy graph attributes when the head read them."""
+    from driple.inspector.estimators import GNNEstimator
 
-    config = {"in_channels": 3, "hidden_channels": 8, "out_channels": 12, "num_repeats": 2,
-              "set2set_steps": 3, "dropout": 0.0, "tuned_from": None, "graph_channels": 6}
-    assert training_kwargs(config) == {"hidden_channels": 8, "num_repeats": 2, "set2set_steps": 3,
-                                       "dropout": 0.0, "graph_attr": True}
-    assert training_kwargs({**config, "graph_channels": 0})["graph_attr"] is False
-    with pytest.raises(DripleError, match="takes no prior_width"):
-        training_kwargs({**config, "prior_width": 4})  # a model train_inspector cannot build
+    trained.info.pop("configuration")
+    est = GNNEstimator.from_checkpoint(trained)
+    assert est.config.kind == "gnn" and not est.config.residual
+    assert (est.config.hidden_channels, est.config.num_repeats) == (8, 2)
+    assert est.config.graph_attr is False and est.options.epochs == OPTS.epochs
 
 
 def _external(write_dataset, fake_builder, root, setting="cpu-ddp-w2-lo", n_configs=6):

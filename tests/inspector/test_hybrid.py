@@ -147,6 +147,25 @@ def test_estimator_interface(dataset):
         train_inspector(dataset[split.train], None, preset("gnn")[1], InspectorConfig(kind="hybrid"), host=HOST)
 
 
+@pytest.mark.parametrize("name", ["hybrid", "features", "gnn"])
+def test_a_fold_retrains_the_checkpoint_configuration(dataset, name):
+    """Leave-family-out folds and the design study retrain *this* network (its recorded
+    configuration, options and host figures), not the paper's GNN of the same sizes."""
+    from driple.inspector.estimators import GNNEstimator
+
+    split = random_split(dataset)
+    config, options = preset(name, **TINY)
+    shipped = train_inspector(dataset[split.train], dataset[split.val], options, config, host=HOST,
+                              progress=False)
+    fold = GNNEstimator.from_checkpoint(shipped, overrides={"epochs": 2}).fit(dataset, split.train, split.val)
+    again = fold.inspector_
+    assert again.configuration == shipped.configuration and again.residual == shipped.residual
+    assert again.info["configuration"] == shipped.info["configuration"]
+    assert again.info["training"]["epochs"] == 2 and again.info["training"]["target_scaling"] == options.target_scaling
+    if name != "gnn":
+        assert again.host == HOST
+
+
 def test_the_older_call_still_trains_the_paper_model(dataset):
     model = train_inspector(dataset, random_split(dataset), hidden_channels=8, num_repeats=2,
                             graph_attr=True, options=preset("gnn", epochs=2)[1], progress=False)
