@@ -120,7 +120,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "and the baselines fitted on its own training jobs")
     ev.add_argument("--estimators", "--baselines", dest="estimators", default="mean,hgb,knn",
                     metavar="LIST",
-                    help="comma-separated estimators beside the inspector: mean, hgb, knn, analytic "
+                    help="comma-separated estimators beside the inspector: mean, hgb, hgb-priors (boosting "
+                    "on the hybrid's graph-level features and priors), knn, analytic "
                     "(roofline step time, one calibrated factor; scores step_time only, labels v2), "
                     "gnn (the paper's graph network, trained per fold), hybrid, features, or a "
                     "registered one (default mean,hgb,knn)")

@@ -11,6 +11,8 @@ batch size, ops) and its configuration (optimizer, model, architecture: see
   target, on ``log(y + eps)`` (``eps``: 1 % of the target's training median), inputs
   ``log1p(graph_attr)`` and the optimizer one-hot; the number of boosting iterations is chosen
   per target on the validation jobs.
+- :class:`HGBPriors` (``hgb-priors``): the same boosting on the hybrid inspector's graph-level
+  features and physical priors, as log residuals over the priors (the hybrid without its graph).
 - :class:`NearestArchitecture` (``knn``): copies the labels of the nearest training
   configuration (architecture + batch size + optimizer; the mean of its jobs). Distance between
   jobs ``a`` and ``b``::
@@ -37,7 +39,7 @@ import pandas as pd
 from driple.inspector.estimators import Estimator, positions
 from driple.inspector.jobs import job_table
 
-BASELINES = ("mean", "hgb", "knn")
+BASELINES = ("mean", "hgb", "hgb-priors", "knn")
 
 
 @dataclass
@@ -128,11 +130,18 @@ class HGBBaseline(TabularEstimator):
         return np.hstack([log_attrs(rows.attrs), onehot])
 
     def fit_rows(self, train, val=None):
+        self.optimizers_ = sorted(set(train.table["optimizer"].astype(str))) if "optimizer" in train.table else []
+        Xv = self._inputs(val) if val is not None and len(val) else None
+        return self.fit_arrays(self._inputs(train), np.asarray(train.y, dtype=np.float64), Xv,
+                               val.y if Xv is not None else None)
+
+    def fit_arrays(self, X, y, Xv=None, yv=None, base=None, base_v=None) -> "HGBBaseline":
+        """One model per target column of ``y`` on ``log(y + eps) - base`` (``base``: a log
+        offset per job and target, e.g. of a prior; NaN or None: 0); iterations chosen on the
+        validation ``Xv``, ``yv`` (``base_v``)."""
         from sklearn.ensemble import HistGradientBoostingRegressor
 
-        self.optimizers_ = sorted(set(train.table["optimizer"].astype(str))) if "optimizer" in train.table else []
-        X, y = self._inputs(train), np.asarray(train.y, dtype=np.float64)
-        Xv = self._inputs(val) if val is not None and len(val) else None
+        base = _offsets(base, y.shape)
         self.eps_, self.models_, self.n_iter_ = [], [], []
         for j in range(y.shape[1]):
             ok = np.isfinite(y[:, j])
@@ -147,31 +156,99 @@ class HGBBaseline(TabularEstimator):
                 max_iter=self.max_iter, learning_rate=self.learning_rate,
                 max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
                 early_stopping=False, random_state=self.random_state)
-            model.fit(X[ok], np.log(np.clip(y[ok, j], 0, None) + eps))
+            model.fit(X[ok], np.log(np.clip(y[ok, j], 0, None) + eps) - base[ok, j])
             self.models_.append(model)
-            self.n_iter_.append(self._choose(model, Xv, val.y[:, j] if Xv is not None else None, eps))
+            self.n_iter_.append(self._choose(model, Xv, yv[:, j] if Xv is not None else None, eps,
+                                             _offsets(base_v, yv.shape)[:, j] if Xv is not None else None))
         return self
 
     @staticmethod
-    def _choose(model, Xv, yv, eps) -> int:
+    def _choose(model, Xv, yv, eps, base_v=None) -> int:
         """Iterations with the lowest validation RMSE of the log target (all without val jobs)."""
         if Xv is None or not np.isfinite(yv).any():
             return model.n_iter_
         ok = np.isfinite(yv)
-        target = np.log(np.clip(yv[ok], 0, None) + eps)
+        target = np.log(np.clip(yv[ok], 0, None) + eps) - (base_v[ok] if base_v is not None else 0.0)
         errors = [np.mean((p - target) ** 2) for p in model.staged_predict(Xv[ok])]
         return int(np.argmin(errors)) + 1
 
     def predict_rows(self, rows):
-        X = self._inputs(rows)
+        return self.predict_arrays(self._inputs(rows))
+
+    def predict_arrays(self, X, base=None) -> np.ndarray:
+        """Targets in raw units for inputs ``X`` (``base``: the log offsets of :meth:`fit_arrays`)."""
+        base = _offsets(base, (len(X), len(self.models_)))
         cols = []
-        for model, n, eps in zip(self.models_, self.n_iter_, self.eps_):
+        for j, (model, n, eps) in enumerate(zip(self.models_, self.n_iter_, self.eps_)):
             if isinstance(model, float):
-                cols.append(np.full(len(rows), model))
+                cols.append(np.full(len(X), model))
                 continue
             z = next(itertools.islice(model.staged_predict(X), n - 1, None))
-            cols.append(np.clip(np.exp(z) - eps, 0, None))
-        return np.stack(cols, axis=1) if cols else np.zeros((len(rows), 0))
+            cols.append(np.clip(np.exp(z + base[:, j]) - eps, 0, None))
+        return np.stack(cols, axis=1) if cols else np.zeros((len(X), 0))
+
+
+def _offsets(base, shape) -> np.ndarray:
+    """Log offsets of ``shape`` (None or NaN entries: 0)."""
+    if base is None:
+        return np.zeros(shape)
+    return np.nan_to_num(np.asarray(base, dtype=np.float64), nan=0.0)
+
+
+class HGBPriors(Estimator):
+    """``hgb-priors``: :class:`HGBBaseline` on what a hybrid inspector's head reads (the graph-level
+    features and physical priors of :mod:`driple.inspector.graph_inputs`, scaled the same way),
+    predicting each target that declares a prior as that prior times a learned factor (log
+    residual), like the hybrid. The strongest tabular model here: the hybrid minus its graph
+    network, with trees instead of an MLP; what the graph part adds is measured against it.
+    """
+
+    name = "hgb-priors"
+
+    def __init__(self, random_state: int = 0, host=None):
+        self.random_state = random_state
+        self.host = host
+
+    def _arrays(self, dataset, idx):
+        from driple.inspector.estimators import graphs_of
+        from driple.inspector.graph_inputs import stack_graph_features
+        from driple.metrics import target
+
+        features = stack_graph_features(graphs_of(dataset, idx))
+        X = self.inputs_.transform(features).numpy().astype(np.float64)
+        prior = self.inputs_.target_priors(features, [target(t).prior for t in dataset.target_names])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return X, np.log(np.clip(prior, 0, None) + np.asarray(self.prior_eps_))
+
+    def fit(self, dataset, train, val) -> "HGBPriors":
+        from driple.inspector.estimators import graphs_of
+        from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
+        from driple.graph.summary_features import GRAPH_FEATURES
+        from driple.inspector.train import training_host
+        from driple.metrics import target
+
+        host = training_host(dataset, self.host)
+        self.inputs_ = GraphInputs(GRAPH_FEATURES, DEFAULT_PRIORS, dataset.setting, host).fit(
+            stack_graph_features(graphs_of(dataset, train)))
+        y = np.asarray(dataset.targets, dtype=np.float64)
+        ytr = y[positions(dataset, train)]
+        # the prior's floor in proportion to the target's (1 % of the median, as HGBBaseline's):
+        # a target that is c x its prior is then exactly a residual of ln c at every size
+        train_prior = self.inputs_.target_priors(stack_graph_features(graphs_of(dataset, train)),
+                                                 [target(t).prior for t in dataset.target_names])
+        self.prior_eps_ = [0.01 * float(np.nanmedian(c)) if np.isfinite(c).any() and np.nanmedian(c) > 0
+                           else 1e-6 for c in train_prior.T]
+        X, base = self._arrays(dataset, train)
+        Xv = base_v = yv = None
+        if len(val):
+            Xv, base_v = self._arrays(dataset, val)
+            yv = y[positions(dataset, val)]
+        self.model_ = HGBBaseline(random_state=self.random_state).fit_arrays(X, ytr, Xv, yv, base, base_v)
+        return self
+
+    def predict(self, dataset, idx=None) -> np.ndarray:
+        X, base = self._arrays(dataset, idx)
+        return self.model_.predict_arrays(X, base)
 
 
 class NearestArchitecture(TabularEstimator):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from driple.errors import DripleError
-from driple.inspector.baselines import HGBBaseline, MeanBaseline, NearestArchitecture
+from driple.inspector.baselines import HGBBaseline, HGBPriors, MeanBaseline, NearestArchitecture
 from driple.inspector.estimators import Estimator, GNNEstimator
 
 Factory = Callable[..., Estimator]
@@ -71,6 +71,7 @@ def _builtin() -> dict[str, Factory]:
     return {
         "mean": lambda seed=0, **_: MeanBaseline(),
         "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
+        "hgb-priors": lambda seed=0, **_: HGBPriors(random_state=seed),
         "knn": lambda seed=0, **_: NearestArchitecture(),
         "analytic": analytic,
         "gnn": gnn,
@@ -80,7 +81,7 @@ def _builtin() -> dict[str, Factory]:
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "knn", "analytic", "gnn", "hybrid", "features")
+    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "gnn", "hybrid", "features")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -90,7 +91,8 @@ def estimator_names() -> tuple[str, ...]:
 
 def make_estimator(name: str, seed: int = 0, options=None, progress: bool = False,
                    cache: Optional[dict] = None) -> Estimator:
-    """A fresh estimator by name: ``mean``, ``hgb``, ``knn`` (baselines), ``analytic`` (the
+    """A fresh estimator by name: ``mean``, ``hgb``, ``hgb-priors``, ``knn`` (baselines; ``hgb-priors``
+    reads what the hybrid's head reads, see :class:`~driple.inspector.baselines.HGBPriors`), ``analytic`` (the
     roofline step time, calibrated by one factor; step_time only), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a

@@ -79,7 +79,7 @@ def test_estimators_on_a_dataset(dataset):
 
 
 def test_registry():
-    assert estimator_names()[:5] == ("mean", "hgb", "knn", "analytic", "gnn")
+    assert estimator_names()[:6] == ("mean", "hgb", "hgb-priors", "knn", "analytic", "gnn")
     with pytest.raises(DripleError, match="unknown estimator 'nope'"):
         make_estimator("nope")
     with pytest.raises(DripleError, match="built in"):
@@ -102,3 +102,59 @@ def test_inspector_configurations_by_name_keep_their_scaling():
         assert est.name == name and est.config.kind == name and est.config.residual
         assert est.options.target_scaling == "ln" and est.options.epochs == 7 and est.options.seed == 3
     assert make_estimator("gnn").config is None
+
+
+class _Jobs:
+    """Duck-typed jobs for :class:`HGBPriors`: graph-level features, targets, a setting."""
+
+    setting = "cpu-ddp-w2-1g"
+
+    def __init__(self, features, y, names):
+        import torch
+        from types import SimpleNamespace
+
+        self.graphs = [SimpleNamespace(graph_features=torch.tensor(f, dtype=torch.float64)) for f in features]
+        self.targets, self.target_names = np.asarray(y, dtype=np.float64), list(names)
+
+    def __len__(self):
+        return len(self.graphs)
+
+    def __getitem__(self, i):
+        return self.graphs[i]
+
+
+def test_hgb_priors_extrapolates_along_the_prior_where_trees_cannot():
+    """A step time of exactly 3x its prior: trained on small jobs, asked about 20x larger ones,
+    ``hgb-priors`` (trees on ln(y / prior)) follows the prior; plain trees stop at the largest
+    training value."""
+    from driple.graph.host_speed import HostSpeed
+    from driple.graph.summary_features import GRAPH_FEATURES, priors
+    from driple.inspector.baselines import HGBPriors
+    from driple.metrics import DECLARED_LABELS, use_labels
+
+    host = HostSpeed(flops_per_s=1e10, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
+    rng = np.random.default_rng(0)
+
+    def features(gflops):
+        f = {k: 0.0 for k in GRAPH_FEATURES}
+        f.update(gflops=gflops, traffic_mb=10.0 * gflops, param_mb=5.0, activation_mb=20.0, comm_tx_mb=5.0,
+                 comm_rx_mb=5.0, comm_messages=2.0, largest_message_mb=3.0, batch_size=32.0, workers=2.0,
+                 n_ops=50.0, opt_sgd=1.0)
+        return [f[k] for k in GRAPH_FEATURES]
+
+    small = [features(g) for g in rng.uniform(1, 5, 40)]
+    large = [features(g) for g in (60.0, 100.0)]
+    step = 3.0 * priors(np.array(small + large), "cpu-ddp-w2-1g", host)["prior_step_s"]
+    y = np.stack([step, np.full(len(step), 50.0)], axis=1)  # step_time; a constant without a prior
+    try:
+        use_labels("v2")
+        jobs = _Jobs(small + large, y, ["step_time", "compute_burst_amount"])
+        train, val, test = list(range(30)), list(range(30, 40)), [40, 41]
+        est = HGBPriors(host=host).fit(jobs, train, val)
+        pred = est.predict(jobs, test)
+        assert pred[:, 0] == pytest.approx(y[test, 0], rel=0.02)
+        assert pred[:, 1] == pytest.approx([50.0, 50.0], rel=0.02)
+        flat = HGBBaseline().fit_arrays(est._arrays(jobs, train)[0], y[train])  # no prior offset
+        assert flat.predict_arrays(est._arrays(jobs, test)[0])[:, 0].max() <= y[train, 0].max() * 1.01
+    finally:
+        use_labels(DECLARED_LABELS)
