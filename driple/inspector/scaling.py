@@ -120,6 +120,12 @@ def _moments(x: torch.Tensor) -> tuple[list, list]:
     return x.mean(0).tolist(), torch.where(std > 1e-8, std, torch.ones_like(std)).tolist()
 
 
+def _median_floor(column: np.ndarray) -> float:
+    """1 % of the median positive finite value of ``column`` (1e-9 without one)."""
+    col = column[np.isfinite(column) & (column > 0)]
+    return 0.01 * float(np.median(col)) if len(col) else 1e-9
+
+
 class TargetScaler:
     """Per-column scaling of the targets; NaN (a metric that could not be measured) is kept.
 
@@ -128,15 +134,18 @@ class TargetScaler:
             code); ``"standard"`` z-scores; ``"log"`` z-scores ``log1p(y)`` (for skewed
             non-negative targets such as durations); ``"ln"`` z-scores ``ln(y + eps) -
             ln(base)`` where ``eps`` is 1 % of the column's median positive training value and
-            ``base`` is ``prior + eps`` for a target with a prior (a residual over it:
-            ``y = (prior + eps) x exp(output) - eps``) and 1 otherwise; ``log1p`` flattens
-            durations of milliseconds to their value, ``ln`` keeps them relative.
+            ``base`` is ``prior + prior_eps`` for a target with a prior (a residual over it:
+            ``y = (prior + prior_eps) x exp(output) - eps``; ``prior_eps`` is 1 % of the
+            prior's median, so a target that is c x its prior is ``ln c`` at every size) and 1
+            otherwise; ``log1p`` flattens durations of milliseconds to their value, ``ln``
+            keeps them relative.
 
     ``base`` (``ln`` only): ``[n, targets]`` priors in the targets' units, NaN where a target has
     none (see :meth:`bases`); the same priors must be given to :meth:`transform` and
     :meth:`inverse_transform` as to :meth:`fit`.
 
     Learned attributes: ``center_``, ``scale_`` (one float per column); ``eps_`` (``ln``);
+    ``prior_eps_`` (``ln`` with priors; checkpoints from before it was recorded use ``eps_``);
     ``low_``, ``high_``: the smallest and largest training value of each column in raw units
     (the range the inspector has seen; predictions outside it are extrapolations).
     """
@@ -147,13 +156,14 @@ class TargetScaler:
         self.method = method
 
     low_ = high_ = None  # checkpoints from before the range was recorded have none
-    eps_ = None
+    eps_ = prior_eps_ = None
 
     def bases(self, prior) -> np.ndarray:
-        """``ln`` of the residual bases: ``ln(prior + eps)`` where a prior is given, 0 elsewhere."""
+        """``ln`` of the residual bases: ``ln(prior + prior_eps)`` where a prior is given, 0 elsewhere."""
         prior = np.asarray(prior, dtype=np.float64)
+        floor = np.asarray(self.prior_eps_ if self.prior_eps_ is not None else self.eps_)
         with np.errstate(invalid="ignore"):
-            return np.where(np.isfinite(prior), np.log(np.clip(prior, 0, None) + np.asarray(self.eps_)), 0.0)
+            return np.where(np.isfinite(prior), np.log(np.clip(prior, 0, None) + floor), 0.0)
 
     def _pre(self, y: np.ndarray, prior=None) -> np.ndarray:
         if prior is not None and self.method != "ln":
@@ -178,6 +188,8 @@ class TargetScaler:
                     col = raw[:, j][np.isfinite(raw[:, j]) & (raw[:, j] > 0)]
                     eps.append(0.01 * float(np.median(col)) if len(col) else 1e-9)
                 self.eps_ = eps
+                if prior is not None:
+                    self.prior_eps_ = [_median_floor(c) for c in np.asarray(prior, dtype=np.float64).T]
             y = self._pre(raw, prior)
             if self.method == "max":
                 center = np.zeros(y.shape[1])
@@ -212,6 +224,8 @@ class TargetScaler:
             state["low"], state["high"] = list(self.low_), list(self.high_)
         if self.eps_ is not None:
             state["eps"] = list(self.eps_)
+        if self.prior_eps_ is not None:
+            state["prior_eps"] = list(self.prior_eps_)
         return state
 
     @classmethod
@@ -224,4 +238,6 @@ class TargetScaler:
             scaler.eps_ = list(state["eps"])
         elif scaler.method == "ln":
             raise DripleError("an 'ln' target scaling without its eps is incomplete")
+        if state.get("prior_eps") is not None:
+            scaler.prior_eps_ = list(state["prior_eps"])
         return scaler

@@ -60,20 +60,30 @@ def test_features_only_mlp_reads_nothing_of_the_graph(tiny_graph):
 
 
 def test_residual_target_scaling_by_hand():
-    """ln scaling: z = (ln(y + eps) - ln(prior + eps) - centre) / scale, eps 1 % of the median."""
+    """ln scaling: z = (ln(y + eps) - ln(prior + prior_eps) - centre) / scale, eps and prior_eps
+    1 % of the target's and the prior's median."""
     y = np.array([[1.0, 10.0], [3.0, 20.0], [5.0, 40.0]])
     prior = np.array([[2.0, np.nan], [2.0, np.nan], [4.0, np.nan]])  # column 2 has no prior
     ts = TargetScaler("ln").fit(y, prior)
-    assert ts.eps_ == pytest.approx([0.03, 0.2])
-    r = np.log(y[:, 0] + 0.03) - np.log(prior[:, 0] + 0.03)
+    assert ts.eps_ == pytest.approx([0.03, 0.2]) and ts.prior_eps_[0] == pytest.approx(0.02)
+    r = np.log(y[:, 0] + 0.03) - np.log(prior[:, 0] + 0.02)
     assert ts.center_[0] == pytest.approx(r.mean()) and ts.scale_[0] == pytest.approx(r.std())
     assert ts.center_[1] == pytest.approx(np.log(y[:, 1] + 0.2).mean())
     z = ts.transform(y, prior)
     assert np.allclose(ts.inverse_transform(z, prior), y)
     # an output of 0 is the mean residual: the prior times exp(centre)
     back = ts.inverse_transform(np.zeros((1, 2)), np.array([[8.0, np.nan]]))
-    assert back[0, 0] == pytest.approx((8.0 + 0.03) * np.exp(r.mean()) - 0.03)
-    assert TargetScaler.from_dict(ts.to_dict()).eps_ == ts.eps_
+    assert back[0, 0] == pytest.approx((8.0 + 0.02) * np.exp(r.mean()) - 0.03)
+    again = TargetScaler.from_dict(ts.to_dict())
+    assert again.eps_ == ts.eps_ and again.prior_eps_ == ts.prior_eps_
+    # a target that is 3x its prior is a constant residual ln 3, at any size
+    three = TargetScaler("ln").fit(3 * prior[:, :1], prior[:, :1])
+    assert three.transform(np.array([[300.0]]), np.array([[100.0]]))[0, 0] == pytest.approx(
+        three.transform(3 * prior[:1, :1], prior[:1, :1])[0, 0])
+    # a checkpoint from before prior_eps was recorded keeps its own floor (eps)
+    old = ts.to_dict()
+    old.pop("prior_eps")
+    assert TargetScaler.from_dict(old).bases(np.array([[2.0, np.nan]]))[0, 0] == pytest.approx(np.log(2.03))
     with pytest.raises(DripleError, match="need the 'ln' target scaling"):
         TargetScaler("max").fit(y, prior)
 
@@ -118,7 +128,7 @@ def test_residual_predictions_are_prior_times_a_factor(dataset):
     scaled = model.predict_scaled(model.prepare(graphs))
     ts = model.target_scaler
     j = names.index("tx_burst_duration")
-    expected = (prior[:, j] + ts.eps_[j]) * np.exp(scaled[:, j] * ts.scale_[j] + ts.center_[j]) - ts.eps_[j]
+    expected = (prior[:, j] + ts.prior_eps_[j]) * np.exp(scaled[:, j] * ts.scale_[j] + ts.center_[j]) - ts.eps_[j]
     assert model.predict(graphs)[:, j] == pytest.approx(expected, rel=1e-5)
 
 
