@@ -68,6 +68,15 @@ def _builtin() -> dict[str, Factory]:
 
         return factory
 
+    def hybrid_and_trees(seed=0, options=None, progress=False, cache=None):
+        """The hybrid and ``hgb-priors``, averaged in log space (the hybrid's training is shared
+        with the ``hybrid`` column through ``cache``)."""
+        from driple.inspector.estimators import EnsembleEstimator
+
+        return EnsembleEstimator([configured("hybrid")(seed=seed, options=options, progress=progress,
+                                                       cache=cache), HGBPriors(random_state=seed)],
+                                 name="hybrid+hgb-priors")
+
     return {
         "mean": lambda seed=0, **_: MeanBaseline(),
         "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
@@ -77,11 +86,12 @@ def _builtin() -> dict[str, Factory]:
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
+        "hybrid+hgb-priors": hybrid_and_trees,
     }
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "gnn", "hybrid", "features")
+    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "gnn", "hybrid", "features", "hybrid+hgb-priors")
 
 
 def estimator_names() -> tuple[str, ...]:

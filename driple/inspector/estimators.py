@@ -10,7 +10,7 @@ some of its jobs:
   ``idx`` (default: all) of ``dataset`` — the fitted one, or another with the same targets.
 - ``note_``: said beside its scores (e.g. ``"family seen in source"``), or None.
 
-Graph models here: :class:`GNNEstimator` (:func:`~driple.inspector.train.train_inspector`,
+:class:`EnsembleEstimator` averages members in log space. Graph models here: :class:`GNNEstimator` (:func:`~driple.inspector.train.train_inspector`,
 an inspector of any configuration trained from scratch), :class:`TransferEstimator` (fine-tuned from a source
 inspector, optionally retrained without what the fold holds out) and
 :class:`CheckpointEstimator` (a trained inspector as it is). The baselines are in
@@ -141,6 +141,31 @@ class GNNEstimator(Estimator):
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.inspector_.predict(graphs_of(dataset, idx))
+
+
+class EnsembleEstimator(Estimator):
+    """The geometric mean of its members' predictions (each fitted on the same jobs): errors of
+    a graph network and of trees on the same inputs are not the same, and in log space (where
+    every target is fitted) their mean is the natural average. A member's NaN target is left
+    out of that target's mean."""
+
+    def __init__(self, members: Sequence[Estimator], name: Optional[str] = None):
+        if len(members) < 2:
+            raise DripleError("an ensemble needs at least two members")
+        self.members = list(members)
+        self.name = name or "+".join(m.name for m in self.members)
+
+    def fit(self, dataset, train, val) -> "EnsembleEstimator":
+        for member in self.members:
+            member.fit(dataset, train, val)
+        return self
+
+    def predict(self, dataset, idx=None) -> np.ndarray:
+        logs = np.stack([np.log(np.clip(m.predict(dataset, idx), 1e-12, None)) for m in self.members])
+        known = np.isfinite(logs)
+        total = np.where(known, logs, 0.0).sum(0)
+        count = known.sum(0)
+        return np.where(count > 0, np.exp(total / np.maximum(count, 1)), np.nan)  # NaN: no member predicts
 
 
 class CheckpointEstimator(Estimator):

@@ -158,3 +158,32 @@ def test_hgb_priors_extrapolates_along_the_prior_where_trees_cannot():
         assert flat.predict_arrays(est._arrays(jobs, test)[0])[:, 0].max() <= y[train, 0].max() * 1.01
     finally:
         use_labels(DECLARED_LABELS)
+
+
+def test_an_ensemble_is_the_geometric_mean_of_its_members(dataset):
+    from driple.inspector.estimators import EnsembleEstimator
+
+    class Const(Estimator):
+        def __init__(self, value, name):
+            self.value, self.name = value, name
+
+        def fit(self, dataset, train, val):
+            self.fitted = (list(train), list(val))
+            return self
+
+        def predict(self, dataset, idx=None):
+            out = np.full((len(dataset) if idx is None else len(idx), len(dataset.target_names)), self.value)
+            if self.value == 4.0:
+                out[:, 0] = np.nan  # this member does not predict the first target
+            return out
+
+    a, b = Const(1.0, "a"), Const(4.0, "b")
+    ens = EnsembleEstimator([a, b]).fit(dataset, [0, 1, 2], [3])
+    assert ens.name == "a+b" and a.fitted == b.fitted == ([0, 1, 2], [3])
+    pred = ens.predict(dataset, [5, 6])
+    assert pred[:, 1:] == pytest.approx(2.0)  # sqrt(1 x 4)
+    assert pred[:, 0] == pytest.approx(1.0)  # only a predicts it
+    with pytest.raises(DripleError, match="at least two"):
+        EnsembleEstimator([a])
+    assert "hybrid+hgb-priors" in estimator_names()
+    assert [m.name for m in make_estimator("hybrid+hgb-priors").members] == ["hybrid", "hgb-priors"]
