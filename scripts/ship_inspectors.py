@@ -171,7 +171,6 @@ def _shipped_source(setting, datasets, root):
 
     from driple.collect.results import load_results
     from driple.inspector.checkpoint import load_inspector
-    from driple.metrics import METRICS
     from driple.predict.registry import register, resolve
 
     path, entry = resolve(setting, root=Path(root))
@@ -180,7 +179,7 @@ def _shipped_source(setting, datasets, root):
     if ts.low_ is None:
         train = set((inspector.info.get("split") or {}).get("train", []))
         table = load_results(os.path.join(datasets, setting)).set_index("job_id")
-        y = table.loc[sorted(train & set(table.index)), list(METRICS)].astype(float).to_numpy()
+        y = table.loc[sorted(train & set(table.index)), list(inspector.targets)].astype(float).to_numpy()
         ts.low_, ts.high_ = np.nanmin(y, axis=0).tolist(), np.nanmax(y, axis=0).tolist()
         saved = inspector.save(str(Path(path).parent))
         register(setting, saved, description=entry.get("description", setting),
@@ -207,7 +206,10 @@ def _train_one(job):
 
     from driple.inspector.train import preset
 
-    root, builder, (name, graph_attr), hidden, repeats, options, threads = job
+    root, builder, (name, graph_attr), hidden, repeats, options, threads, labels = job
+    from driple.metrics import use_labels
+
+    use_labels(labels)  # a spawned worker starts from the declared labels, not the live ones
     torch.set_num_threads(threads)
     ds = InspectorDataset(root, **builder, progress=False)
     split = random_split(ds, seed=options.seed)
@@ -223,8 +225,11 @@ def _train_one(job):
 def _train_variants(args, root, variants, options):
     from driple.inspector.checkpoint import TrainedInspector
 
+    from driple.metrics import label_version
+
     builder = {"groups": args.groups, "grouping": args.grouping}
-    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.threads) for v in variants]
+    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.threads, label_version())
+            for v in variants]
     if len(jobs) == 1:
         states = [_train_one(jobs[0])]
     else:
