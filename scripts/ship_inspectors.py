@@ -67,6 +67,10 @@ def main(argv=None) -> int:
                    "(default gnn, the paper's)")
     p.add_argument("--select-models", default=None, metavar="A,B,...",
                    help="train these presets on the source and keep the lowest validation mean MAPE")
+    p.add_argument("--trees", action="store_true",
+                   help="also consider every candidate averaged with gradient-boosted trees on its "
+                   "graph-level inputs (hgb-priors, stored in the checkpoint); kept if better on "
+                   "validation; a transferred target then refits its own trees")
     p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--build-workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
@@ -115,6 +119,10 @@ def main(argv=None) -> int:
             ds = load(target)
             tsplit = random_split(ds, seed=args.seed)
             tuned = finetune(source, ds, fraction=1.0, scheme=scheme, split=tsplit, options=options)
+            if source.trees is not None:  # the source's trees read the source's setting: refit here
+                from driple.inspector.trees import with_trees
+
+                tuned = with_trees(tuned, ds, tsplit, random_state=args.seed)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
             entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
                          trained=f"transferred from {args.source} (paper scheme: first half of "
@@ -147,6 +155,11 @@ def _ship_source(args, load, options, command):
     variants = [v if isinstance(v, tuple) else (v, False) for v in variants]
     candidates = _train_variants(args, source_ds.root, variants, options)
     names = [f"{m}{'+graph_attr' if g else ''}" for m, g in variants]
+    if args.trees:
+        from driple.inspector.trees import with_trees
+
+        candidates += [with_trees(c, source_ds, split, random_state=args.seed) for c in candidates]
+        names += [f"{n}+trees" for n in names]
     for name, c in zip(names, candidates):
         print(f"  {name}: validation mean NRMSE {c.info['scores']['val']['mean']['nrmse']:.3f}, "
               f"MAPE {c.info['scores']['val']['mean']['mape']:.1f}%", flush=True)

@@ -209,46 +209,57 @@ class HGBPriors(Estimator):
         self.random_state = random_state
         self.host = host
 
-    def _arrays(self, dataset, idx):
-        from driple.inspector.estimators import graphs_of
+    def _arrays(self, graphs):
+        """Scaled inputs ``X`` and log prior offsets of ``graphs``."""
         from driple.inspector.graph_inputs import stack_graph_features
-        from driple.metrics import target
 
-        features = stack_graph_features(graphs_of(dataset, idx))
+        features = stack_graph_features(graphs)
         X = self.inputs_.transform(features).numpy().astype(np.float64)
-        prior = self.inputs_.target_priors(features, [target(t).prior for t in dataset.target_names])
+        prior = self.inputs_.target_priors(features, self.target_prior_names_)
         with np.errstate(divide="ignore", invalid="ignore"):
             return X, np.log(np.clip(prior, 0, None) + np.asarray(self.prior_eps_))
 
-    def fit(self, dataset, train, val) -> "HGBPriors":
-        from driple.inspector.estimators import graphs_of
-        from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
+    def fit_graphs(self, train: Sequence, val: Sequence, targets: Sequence[str], setting: str) -> "HGBPriors":
+        """Fit on the graphs ``train`` (with ``y``), iterations chosen on ``val``."""
         from driple.graph.summary_features import GRAPH_FEATURES
-        from driple.inspector.train import training_host
+        from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
         from driple.metrics import target
 
-        host = training_host(dataset, self.host)
-        self.inputs_ = GraphInputs(GRAPH_FEATURES, DEFAULT_PRIORS, dataset.setting, host).fit(
-            stack_graph_features(graphs_of(dataset, train)))
-        y = np.asarray(dataset.targets, dtype=np.float64)
-        ytr = y[positions(dataset, train)]
+        train, val = list(train), list(val)
+        features = stack_graph_features(train)
+        self.inputs_ = GraphInputs(GRAPH_FEATURES, DEFAULT_PRIORS, setting, self.host).fit(features)
+        self.target_prior_names_ = [target(t).prior for t in targets]
         # the prior's floor in proportion to the target's (1 % of the median, as HGBBaseline's):
         # a target that is c x its prior is then exactly a residual of ln c at every size
-        train_prior = self.inputs_.target_priors(stack_graph_features(graphs_of(dataset, train)),
-                                                 [target(t).prior for t in dataset.target_names])
-        self.prior_eps_ = [0.01 * float(np.nanmedian(c)) if np.isfinite(c).any() and np.nanmedian(c) > 0
-                           else 1e-6 for c in train_prior.T]
-        X, base = self._arrays(dataset, train)
+        self.prior_eps_ = [_floor(c) for c in self.inputs_.target_priors(features, self.target_prior_names_).T]
+        ytr = np.concatenate([g.y.view(1, -1).double().numpy() for g in train])
+        X, base = self._arrays(train)
         Xv = base_v = yv = None
-        if len(val):
-            Xv, base_v = self._arrays(dataset, val)
-            yv = y[positions(dataset, val)]
+        if val:
+            Xv, base_v = self._arrays(val)
+            yv = np.concatenate([g.y.view(1, -1).double().numpy() for g in val])
         self.model_ = HGBBaseline(random_state=self.random_state).fit_arrays(X, ytr, Xv, yv, base, base_v)
         return self
 
+    def fit(self, dataset, train, val) -> "HGBPriors":
+        from driple.inspector.estimators import graphs_of
+        from driple.inspector.train import training_host
+
+        self.host = training_host(dataset, self.host)
+        return self.fit_graphs(graphs_of(dataset, train), graphs_of(dataset, val), dataset.target_names,
+                               dataset.setting)
+
     def predict(self, dataset, idx=None) -> np.ndarray:
-        X, base = self._arrays(dataset, idx)
+        from driple.inspector.estimators import graphs_of
+
+        X, base = self._arrays(graphs_of(dataset, idx))
         return self.model_.predict_arrays(X, base)
+
+
+def _floor(column: np.ndarray) -> float:
+    """1 % of the median positive finite value of ``column`` (1e-6 without one)."""
+    col = column[np.isfinite(column) & (column > 0)]
+    return 0.01 * float(np.median(col)) if len(col) else 1e-6
 
 
 class NearestArchitecture(TabularEstimator):

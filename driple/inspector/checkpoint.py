@@ -78,6 +78,7 @@ class TrainedInspector:
         self.graph_inputs = graph_inputs
         self.target_priors = None if target_priors is None else tuple(target_priors)
         self._labels, self._units = label_version(), None  # from_state sets the recorded ones
+        self.trees = None  # a TreeMember whose predictions are averaged in (attach_trees)
         if len(self.targets) != model.out_channels:
             raise DripleError(f"the model has {model.out_channels} outputs for {len(self.targets)} "
                               f"targets ({', '.join(self.targets)})")
@@ -92,6 +93,24 @@ class TrainedInspector:
             if target_scaler.method != "ln":
                 raise DripleError(f"residuals over priors need the 'ln' target scaling, not "
                                   f"{target_scaler.method!r}")
+
+    def attach_trees(self, trees) -> "TrainedInspector":
+        """Average a fitted :class:`~driple.inspector.trees.TreeMember` of the same targets and
+        setting into every :meth:`predict` (geometric mean); None detaches."""
+        if trees is not None:
+            if tuple(trees.targets) != tuple(self.targets):
+                raise DripleError(f"the tree member predicts {', '.join(trees.targets)}, the inspector "
+                                  f"{', '.join(self.targets)}")
+            if self.graph_inputs is not None and trees.inputs.setting != self.graph_inputs.setting:
+                raise DripleError(f"the tree member was fitted for {trees.inputs.setting}, the inspector "
+                                  f"predicts {self.graph_inputs.setting}")
+        self.trees = trees
+        return self
+
+    @property
+    def configuration_name(self) -> str:
+        """:attr:`configuration`, with ``+trees`` when a tree member is attached."""
+        return self.configuration + ("+trees" if self.trees is not None else "")
 
     @property
     def residual(self) -> bool:
@@ -236,9 +255,10 @@ class TrainedInspector:
         """Predicted targets ``[n, targets]`` in raw units (order of :attr:`targets`) for one graph
         or a sequence of graphs as made by :func:`driple.graph.build.build_input`.
 
-        Same result as ``predict_scaled(prepare(graphs))``, faster: each batch of
-        ``batch_size`` graphs is scaled and normalised as one stacked tensor, no per-graph
-        copies. The result does not depend on ``batch_size``, the number of graphs per
+        With a tree member attached (:meth:`attach_trees`), the geometric mean of the network's
+        and the trees' predictions. The network's part is ``predict_scaled(prepare(graphs))``,
+        computed faster: each batch of ``batch_size`` graphs is scaled and normalised as one
+        stacked tensor, no per-graph copies. The result does not depend on ``batch_size``, the number of graphs per
         forward pass; passes are capped at ``MAX_PASS_GRAPHS`` (32) graphs: beyond ~16 graphs of
         100 groups the working set leaves a core's cache and a pass gets slower per graph."""
         from torch_geometric.data.data import BaseData
@@ -270,7 +290,12 @@ class TrainedInspector:
                     outs.append(self.model.head(None, attr))
         if not outs:
             return np.zeros((0, self.model.out_channels))
-        return self.to_targets(torch.cat(outs).double().numpy(), graphs)
+        out = self.to_targets(torch.cat(outs).double().numpy(), graphs)
+        if self.trees is not None:
+            from driple.inspector.trees import geometric_mean
+
+            out = geometric_mean(out, self.trees.predict(graphs))
+        return out
 
     def build_options(self) -> dict:
         """Graph-builder options this inspector was trained with (groups, grouping, features,
@@ -302,6 +327,7 @@ class TrainedInspector:
             "labels": self.labels,
             "graph_inputs": None if self.graph_inputs is None else self.graph_inputs.to_dict(),
             "target_priors": None if self.target_priors is None else list(self.target_priors),
+            "trees": None if self.trees is None else self.trees.to_state(),
             **self.info,
         }
 
@@ -359,7 +385,7 @@ class TrainedInspector:
         model.eval()
         skip = {"format", "format_version", "driple_version", "config", "state_dict",
                 "feature_scaler", "target_scaler", "metrics", "units", "labels", "graph_inputs",
-                "target_priors"}
+                "target_priors", "trees"}
         if model.out_channels != len(state["metrics"]):
             raise DripleError(f"{source} is inconsistent: {model.out_channels} outputs for "
                               f"{len(state['metrics'])} target names")
@@ -367,6 +393,14 @@ class TrainedInspector:
                   targets=state["metrics"], graph_inputs=graph_inputs,
                   target_priors=state.get("target_priors"))
         out._labels, out._units = state.get("labels") or "v1", state.get("units")
+        if state.get("trees"):
+            from driple.inspector.trees import TreeMember
+
+            try:
+                trees = TreeMember.from_state(state["trees"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DripleError(f"{source}: its tree member is damaged ({type(exc).__name__}: {exc})") from None
+            out.attach_trees(trees)
         return out
 
 

@@ -160,6 +160,12 @@ class EnsembleEstimator(Estimator):
             member.fit(dataset, train, val)
         return self
 
+    @property
+    def note_(self) -> Optional[str]:
+        """The members' notes (e.g. a transferred member's "family seen in source")."""
+        notes = [m.note_ for m in self.members if getattr(m, "note_", None)]
+        return "; ".join(notes) if notes else None
+
     def predict(self, dataset, idx=None) -> np.ndarray:
         logs = np.stack([np.log(np.clip(m.predict(dataset, idx), 1e-12, None)) for m in self.members])
         known = np.isfinite(logs)

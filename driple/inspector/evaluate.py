@@ -304,7 +304,23 @@ def evaluate(
 
 def _inspector_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
                        progress, cache) -> Callable[[Split], Estimator]:
-    """Per fold: the checkpoint's configuration trained again (scratch or transferred)."""
+    """Per fold: the checkpoint's configuration trained again (scratch or transferred), with
+    its tree member fitted again on the fold too when it has one."""
+    network = _network_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
+                               progress, cache)
+    if predictor.trees is None:
+        return network
+    from driple.inspector.baselines import HGBPriors
+    from driple.inspector.estimators import EnsembleEstimator
+
+    host = predictor.trees.inputs.host
+    return lambda fold: EnsembleEstimator([network(fold), HGBPriors(random_state=seed, host=host)],
+                                          name="inspector")
+
+
+def _network_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
+                     progress, cache) -> Callable[[Split], Estimator]:
+    """Per fold: the checkpoint's network trained again (scratch or transferred)."""
     transfer = predictor.info.get("transfer")
     if not transfer:
         return lambda fold: GNNEstimator.from_checkpoint(predictor, options=options, progress=progress,

@@ -160,9 +160,11 @@ def _model_words(inspector, config: dict) -> str:
                 f"(hidden {config.get('hidden_channels')}){priors}")
     head = (f"{config.get('graph_channels', 0)} graph-level inputs" if kind == "hybrid"
             else f"graph-level attributes: {config.get('graph_channels', 0)}")
+    trees = ("; averaged (geometric mean) with gradient-boosted trees on the same graph-level "
+             "inputs, fitted on the same training jobs" if inspector.trees is not None else "")
     return (f"{'hybrid' if kind == 'hybrid' else 'paper GNN'}: GCN {config.get('in_channels')}->"
             f"{config.get('hidden_channels')}, shared GCN+GRU x{config.get('num_repeats')}, Set2Set "
-            f"({config.get('set2set_steps')} steps), MLP; {head}{priors}")
+            f"({config.get('set2set_steps')} steps), MLP; {head}{priors}{trees}")
 
 
 def _fmt(v, kind: str = "") -> str:

@@ -113,8 +113,9 @@ class _Jobs:
         import torch
         from types import SimpleNamespace
 
-        self.graphs = [SimpleNamespace(graph_features=torch.tensor(f, dtype=torch.float64)) for f in features]
         self.targets, self.target_names = np.asarray(y, dtype=np.float64), list(names)
+        self.graphs = [SimpleNamespace(graph_features=torch.tensor(f, dtype=torch.float64),
+                                       y=torch.tensor(t, dtype=torch.float64)) for f, t in zip(features, self.targets)]
 
     def __len__(self):
         return len(self.graphs)
@@ -154,8 +155,8 @@ def test_hgb_priors_extrapolates_along_the_prior_where_trees_cannot():
         pred = est.predict(jobs, test)
         assert pred[:, 0] == pytest.approx(y[test, 0], rel=0.02)
         assert pred[:, 1] == pytest.approx([50.0, 50.0], rel=0.02)
-        flat = HGBBaseline().fit_arrays(est._arrays(jobs, train)[0], y[train])  # no prior offset
-        assert flat.predict_arrays(est._arrays(jobs, test)[0])[:, 0].max() <= y[train, 0].max() * 1.01
+        flat = HGBBaseline().fit_arrays(est._arrays([jobs[i] for i in train])[0], y[train])  # no prior offset
+        assert flat.predict_arrays(est._arrays([jobs[i] for i in test])[0])[:, 0].max() <= y[train, 0].max() * 1.01
     finally:
         use_labels(DECLARED_LABELS)
 
