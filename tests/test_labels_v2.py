@@ -106,7 +106,7 @@ def test_a_v2_checkpoint_end_to_end(registry, labels_v2, tmp_path, capsys):
     text = format_profile(profile, predictor.describe())
     lines = text.splitlines()
     assert any(line.startswith("step time") and " s [" in line for line in lines)  # the table rows
-    assert any(line.startswith("throughput") and " samples/s [" in line for line in lines)
+    assert any(line.startswith("throughput ") and " samples/s [" in line for line in lines)
     assert "throughput" in profile.describe() and "a step takes" in profile.summary()
     assert " MB (peak allocated; peak level" in profile.describe()  # memory: a level in MB
 

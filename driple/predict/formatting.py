@@ -58,7 +58,7 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
         if profile.throughput_interval is not None:
             lo, hi = profile.throughput_interval
             cell += f" [{format_number(lo)}, {format_number(hi) if hi != float('inf') else 'inf'}]"
-        lines.append(f"{'throughput':<10}" + f"{cell:>27}")
+        lines.append("throughput" + f"{' ' + cell:>27}")  # a space even when the cell is wide
     if profile.intervals and profile.nominal_coverage:
         cov = (about.get("scores") or {}).get("interval_coverage")
         note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""

@@ -32,3 +32,18 @@ def test_table_and_caveats_write_a_value_the_same_way():
     assert "[low, high]: 90% prediction interval (split conformal; measured coverage 91% on held-out jobs)" in lines
     assert "  - tx_burst_amount 1314 lies outside the training jobs' range" in lines
     assert "e+0" not in text
+
+
+def test_a_wide_throughput_cell_keeps_its_space():
+    from driple.metrics import DECLARED_LABELS, target_names, use_labels
+
+    try:
+        use_labels("v2")
+        values = dict.fromkeys(target_names(), 0.5)
+        values["step_time"] = 0.001
+        prof = ResourceProfile("cpu-ddp-w2-lo", "job", values, batch_size=4,
+                               intervals={"step_time": (0.0005, 0.002)}, nominal_coverage=0.9)
+        row = next(line for line in format_profile(prof).splitlines() if line.startswith("throughput"))
+        assert row.startswith("throughput 8000 samples/s [4000, 16000]")  # 2 workers x 4 / 1 ms
+    finally:
+        use_labels(DECLARED_LABELS)
