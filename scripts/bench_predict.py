@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         use_labels(args.labels)
     predictor = Predictor.load(args.setting)
     load_s = time.perf_counter() - t_import
-    kind = predictor.inspector.configuration + (" (residual)" if predictor.inspector.residual else "")
+    kind = predictor.inspector.configuration_name + (" (residual)" if predictor.inspector.residual else "")
     results = {"setting": predictor.setting, "configuration": kind, "threads": args.threads,
                "load_s": load_s, "models": {}}
     print(f"inspector {predictor.setting} ({kind}) loaded in {load_s:.2f} s (imports included); "
