@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             tsplit = random_split(ds, seed=args.seed)
             tuned = finetune(source, ds, fraction=1.0, scheme=scheme, split=tsplit, options=options)
             if source.trees is not None:  # the source's trees read the source's setting: refit here
-                from driple.inspector.trees import with_trees
+                from driple.inspector.ensemble import with_trees
 
                 tuned = with_trees(tuned, ds, tsplit, random_state=args.seed)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
@@ -156,7 +156,7 @@ def _ship_source(args, load, options, command):
     candidates = _train_variants(args, source_ds.root, variants, options)
     names = [f"{m}{'+graph_attr' if g else ''}" for m, g in variants]
     if args.trees:
-        from driple.inspector.trees import with_trees
+        from driple.inspector.ensemble import with_trees
 
         candidates += [with_trees(c, source_ds, split, random_state=args.seed) for c in candidates]
         names += [f"{n}+trees" for n in names]

@@ -4,8 +4,9 @@ Data flow: :mod:`dataset` (collector's results.csv + grouped graphs) -> :mod:`sp
 (train / val / calibration / test by architecture, see :mod:`jobs`) -> :mod:`scaling` and
 :mod:`graph_inputs` (graph-level features and physical priors) -> :mod:`model` (GCN + repeated
 GCN/GRU + Set2Set + MLP; the hybrid; features only) trained by :mod:`train` -> :mod:`checkpoint`
-(model + scalers + graph inputs + target names: load, save, predict graphs) and :mod:`transfer`
-(fine-tuning to another setting). :mod:`evaluate` fits every :mod:`estimators` (graph models,
+(model + scalers + graph inputs + target names: load, save, predict graphs; optionally a
+:mod:`trees` member fitted by :mod:`ensemble`, averaged in) and :mod:`transfer` (fine-tuning to
+another setting). :mod:`evaluate` fits every :mod:`estimators` (graph models,
 :mod:`baselines`, the :mod:`analytic` step time; by name: :mod:`estimator_registry`) on the
 same folds and scores them (:mod:`scores`) beside each label's :mod:`noise` floor.
 

@@ -1,5 +1,5 @@
 """Gradient-boosted trees that travel inside an inspector checkpoint (the ``hybrid+hgb-priors``
-ensemble shipped as one file).
+ensemble shipped as one file); fitted by :mod:`driple.inspector.ensemble`.
 
 :class:`~driple.inspector.baselines.HGBPriors` fitted on an inspector's own training jobs reads
 what the hybrid's head reads (graph-level features and priors) and predicts the targets as log
@@ -48,21 +48,6 @@ class TreeMember:
         self.target_priors = list(target_priors)
         self.prior_eps, self.eps = [float(x) for x in prior_eps], [float(x) for x in eps]
         self.models = list(models)
-
-    @classmethod
-    def fit(cls, graphs: Sequence, val: Sequence, targets: Sequence[str], setting: str, host,
-            random_state: int = 0) -> "TreeMember":
-        """Fit on ``graphs`` (with ``y``), iterations chosen on ``val`` (may be empty)."""
-        from driple.inspector.baselines import HGBPriors
-
-        est = HGBPriors(random_state=random_state, host=host)
-        est.fit_graphs(graphs, val, targets, setting)
-        models = []
-        for model, n in zip(est.model_.models_, est.model_.n_iter_):
-            if not isinstance(model, float):
-                model._predictors = model._predictors[:n]  # predict() is staged_predict at n now
-            models.append(model)
-        return cls(est.inputs_, targets, est.target_prior_names_, est.prior_eps_, est.model_.eps_, models)
 
     def predict(self, graphs: Sequence) -> np.ndarray:
         """``[n, targets]`` in raw units."""
@@ -126,20 +111,3 @@ def geometric_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     both = np.isfinite(la) & np.isfinite(lb)
     return np.where(both, np.exp((la + lb) / 2), np.where(np.isfinite(la), a, b))
 
-
-def with_trees(inspector, dataset, split, random_state: int = 0):
-    """A copy of ``inspector`` (sharing its network) with a :class:`TreeMember` fitted on the
-    split's training jobs (iterations chosen on its validation jobs) attached, scored again on
-    the split (``info["scores"]``)."""
-    import copy
-
-    from driple.inspector.train import score_split, training_host
-
-    host = inspector.host or training_host(dataset)
-    member = TreeMember.fit([dataset[i] for i in split.train], [dataset[i] for i in split.val],
-                            inspector.targets, dataset.setting, host, random_state=random_state)
-    out = copy.copy(inspector)
-    out.info = dict(inspector.info)
-    out.attach_trees(member)
-    out.info["scores"] = score_split(out, dataset, split)
-    return out

@@ -8,7 +8,8 @@ from driple.graph.host_speed import HostSpeed
 from driple.inspector.checkpoint import load_inspector
 from driple.inspector.splits import random_split
 from driple.inspector.train import preset, train_inspector
-from driple.inspector.trees import TreeMember, geometric_mean, with_trees
+from driple.inspector.ensemble import with_trees
+from driple.inspector.trees import TreeMember, geometric_mean
 
 HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
 TINY = dict(hidden_channels=8, num_repeats=2, epochs=3, patience=3)

@@ -1,0 +1,40 @@
+"""An inspector and gradient-boosted trees as one checkpoint: fitting the tree member.
+
+The member is :class:`~driple.inspector.baselines.HGBPriors` fitted on the inspector's own
+training jobs (iterations chosen on its validation jobs); :mod:`driple.inspector.trees` stores
+it and :meth:`~driple.inspector.checkpoint.TrainedInspector.predict` averages it in.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+from driple.inspector.baselines import HGBPriors
+from driple.inspector.train import score_split, training_host
+from driple.inspector.trees import TreeMember
+
+
+def fit_member(train: Sequence, val: Sequence, targets: Sequence[str], setting: str, host,
+               random_state: int = 0) -> TreeMember:
+    """A :class:`TreeMember` fitted on the graphs ``train`` (with ``y``), iterations chosen on
+    ``val`` (may be empty)."""
+    est = HGBPriors(random_state=random_state, host=host).fit_graphs(train, val, targets, setting)
+    models = []
+    for model, n in zip(est.model_.models_, est.model_.n_iter_):
+        if not isinstance(model, float):
+            model._predictors = model._predictors[:n]  # predict() is staged_predict at n now
+        models.append(model)
+    return TreeMember(est.inputs_, targets, est.target_prior_names_, est.prior_eps_, est.model_.eps_, models)
+
+
+def with_trees(inspector, dataset, split, random_state: int = 0):
+    """A copy of ``inspector`` (sharing its network) with a tree member fitted on the split's
+    training jobs attached, scored again on the split (``info["scores"]``)."""
+    host = inspector.host or training_host(dataset)
+    member = fit_member([dataset[i] for i in split.train], [dataset[i] for i in split.val],
+                        inspector.targets, dataset.setting, host, random_state=random_state)
+    out = copy.copy(inspector)
+    out.info = dict(inspector.info)
+    out.attach_trees(member)
+    out.info["scores"] = score_split(out, dataset, split)
+    return out
