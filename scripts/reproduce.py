@@ -535,6 +535,38 @@ def _split_tables(rep) -> list[str]:
     return lines
 
 
+TABULAR = ("mean", "hgb", "hgb-priors", "knn")  # the table models a graph network must beat
+
+
+def _against_tables(rep, margin: float = 0.25) -> list[str]:
+    """Per target the inspector's MAPE beside the best table model's, and the medians over the
+    targets: is the inspector ``margin`` lower (issue #15's bar)?"""
+    tables = [m for m in rep["estimators"] if m in TABULAR]
+    if "inspector" not in rep["estimators"] or not tables:
+        return []
+    scores = rep["scores"]
+    lines = ["Inspector against the table models (MAPE %; best of " + ", ".join(tables) + " per target):", "",
+             "| target | inspector | best table model | its MAPE | inspector lower by |", "|---|---|---|---|---|"]
+    for t in rep["targets"]:
+        mine = scores["inspector"][t]["mape"]
+        known = {m: scores[m][t]["mape"] for m in tables if scores[m][t]["mape"] is not None}
+        if mine is None or not known:
+            continue
+        best = min(known, key=known.get)
+        lower = 1 - mine / known[best] if known[best] else float("nan")
+        lines.append(f"| {t} | {_f(mine, True)} | {best} | {_f(known[best], True)} | "
+                     f"{lower:.0%}{' ✓' if lower >= margin else ''} |")
+    med = {m: float(np.median([scores[m][t]["mape"] for t in rep["targets"]
+                               if scores[m][t]["mape"] is not None and scores["inspector"][t]["mape"] is not None]))
+           for m in ["inspector", *tables]}
+    best = min(tables, key=med.get)
+    lower = 1 - med["inspector"] / med[best] if med[best] else float("nan")
+    lines += ["", f"Median over the targets: inspector {_f(med['inspector'], True)}, best table model "
+              f"({best}) {_f(med[best], True)}: the inspector is {lower:.0%} lower "
+              f"({'meets' if lower >= margin else 'misses'} the {margin:.0%} bar).", ""]
+    return lines
+
+
 def _report_accuracy(acc) -> list[str]:
     from driple.metrics import resource_names
 
@@ -557,6 +589,8 @@ def _report_accuracy(acc) -> list[str]:
             lines += [f"### {setting}, {split} split ({rep['n_test']} test jobs"
                       + (f", CPU {r['cpu_model']}" if r.get("cpu_model") else "") + ")", ""]
             lines += _split_tables(rep)
+            if split == "family":
+                lines += _against_tables(rep)
             summary.append(f"| {setting} | {split} | {rep['n_test']} | "
                            + " | ".join(f"{_f(rep['scores'][m]['mean']['nrmse'])} / "
                                         f"{_f(rep['scores'][m]['mean']['mape'], True)}"

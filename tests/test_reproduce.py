@@ -87,6 +87,13 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     assert retest["v1"]["retest"]["compute_burst_amount"]["median_rel_diff"] == pytest.approx(0.1 / 1.05)
     text = (out / "results.md").read_text()
     assert "### cpu-ddp-w2-1g, family split" in text and "vs floor" in text
+    # issue #15's bar, worked out from the same scores: median over the targets, inspector vs best table
+    import numpy as np
+
+    med = {m: np.median([lo["scores"][m][t]["mape"] for t in lo["targets"]]) for m in ("inspector", "mean", "hgb")}
+    best = min(("mean", "hgb"), key=med.get)
+    assert (f"best table model ({best}) {med[best]:.0f}%: the inspector is {1 - med['inspector'] / med[best]:.0%} "
+            "lower") in text
     capsys.readouterr()
 
     monkeypatch.setenv("DRIPLE_MODELS", str(models))
