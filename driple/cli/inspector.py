@@ -352,6 +352,12 @@ def run_finetune(args: argparse.Namespace) -> int:
     options = TrainOptions(**{**known, **overrides})
     predictor = finetune(source, dataset, fraction=args.fraction, scheme=args.scheme,
                          options=options, progress=not args.quiet)
+    if source.trees is not None:  # an ensemble source: trees of its own for the target setting
+        from driple.inspector.ensemble import with_trees
+        from driple.inspector.splits import Split
+
+        predictor = with_trees(predictor, dataset, Split.from_dict(predictor.info["split"], dataset),
+                               random_state=options.seed)
     path = predictor.save(args.out)
     t = predictor.info["transfer"]
     if args.json:

@@ -88,3 +88,21 @@ def test_family_folds_retrain_the_network_and_the_trees(dataset, hybrid):
     report = evaluate(both, dataset, split="family", baselines=["mean"], families=["alpha"],
                       overrides={"epochs": 2}, progress=False)
     assert report["estimators"] == ["inspector", "mean"] and report["n_test"] > 0
+
+
+def test_finetuning_an_ensemble_fits_trees_for_the_target(hybrid, dataset, tmp_path, write_dataset,
+                                                          fake_builder, monkeypatch, capsys):
+    import driple.inspector.dataset as dataset_module
+    from driple.cli import main
+
+    monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
+    monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
+    model, split = hybrid
+    source = with_trees(model, dataset, split).save(str(tmp_path / "source"))
+    target = write_dataset(tmp_path / "cpu-ddp-w2-1g", n_configs=12, setting="cpu-ddp-w2-1g")
+    assert main(["finetune", "--from", source, "--dataset", target, "--out", str(tmp_path / "tuned"),
+                 "--epochs", "2", "--quiet"]) == 0
+    tuned = load_inspector(str(tmp_path / "tuned"))
+    assert tuned.trees is not None and tuned.trees.inputs.setting == "cpu-ddp-w2-1g"
+    assert tuned.info["transfer"]["from_setting"] == "cpu-ddp-w2-lo" and "test" in tuned.info["scores"]
+    capsys.readouterr()
