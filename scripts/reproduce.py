@@ -301,10 +301,11 @@ def section_accuracy(ctx: Context) -> None:
 
 
 def _estimators_for(names: list[str], ds) -> list[str]:
-    """``names`` without ``analytic`` and ``hgb-priors`` on a labels v1 dataset: no step time to
-    score the one on, and no one host's figures for the other's priors (v1 rows mix CPU models)."""
-    return [n for n in names if n not in ("analytic", "hgb-priors", "hybrid+hgb-priors")
-            or "step_time" in ds.target_names]
+    """``names`` without ``analytic`` and the estimators that read priors on a labels v1 dataset:
+    no step time to score the one on, and no one host's figures for the priors (v1 rows mix CPU
+    models)."""
+    v2_only = ("analytic", "hgb-priors", "hybrid+hgb-priors", "hybrid", "features")  # priors: one host
+    return [n for n in names if n not in v2_only or "step_time" in ds.target_names]
 
 
 def _cpu_model(ds) -> str | None:
@@ -724,10 +725,11 @@ def main(argv=None) -> int:
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
-    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,gnn,hybrid+hgb-priors",
-                   help="accuracy: estimators beside the inspector (default mean,hgb,hgb-priors,knn,analytic,gnn,"
-                   "hybrid+hgb-priors "
-                   "and any registered one named here; analytic scores step time only, on labels v2)")
+    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,gnn,features,hybrid,hybrid+hgb-priors",
+                   help="accuracy: estimators beside the inspector (default: the ablation of issue #15, "
+                   "mean,hgb,hgb-priors,knn,analytic,gnn,features,hybrid,hybrid+hgb-priors; any registered "
+                   "one can be named; analytic scores step time only, on labels v2; a column that is the "
+                   "inspector's own configuration reuses its training)")
     p.add_argument("--no-retrain-source", action="store_true",
                    help="accuracy/transfer: keep the shipped source instead of retraining it without "
                    "what a fold holds out (results labelled 'seen in source')")
