@@ -94,9 +94,9 @@ class Context:
             copy = os.path.join(self.work, "datasets", name)
             if name not in self.copied:  # a dataset still being written: one snapshot per run
                 os.makedirs(copy, exist_ok=True)
-                for name in ("results.csv", "provenance.json"):
-                    if os.path.exists(os.path.join(root, name)):
-                        shutil.copy2(os.path.join(root, name), os.path.join(copy, name))
+                for file in ("results.csv", "provenance.json"):
+                    if os.path.exists(os.path.join(root, file)):
+                        shutil.copy2(os.path.join(root, file), os.path.join(copy, file))
                 self.copied.add(name)
             root = copy
             graph_cache = graph_cache or os.path.join(self.work, "datasets", ".graph-cache")

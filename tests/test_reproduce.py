@@ -225,3 +225,19 @@ def test_design_section_varies_the_shipped_network(reproduce, tmp_path, write_da
     assert all(r["configuration"] == "hybrid" for r in rows.values())
     assert rows[("K", 3, "ln")]["residual"] and not rows[("scaling", 2, "max")]["residual"]
     assert "| hybrid (residual) | uniform | 3 | ln |" in (out / "results.md").read_text()
+
+
+def test_a_dataset_is_copied_to_the_work_dir_once_per_run(reproduce, tmp_path, write_dataset, monkeypatch):
+    """A dataset still being written is read as one snapshot: later sections of the same run
+    see the copy made first, not rows added since."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(dataset_module, "InspectorDataset", lambda root, **_: root)
+    data = write_dataset(tmp_path / "datasets" / "cpu-ddp-w2-lo", n_configs=3)
+    args = SimpleNamespace(datasets_dir=str(tmp_path / "datasets"), models_dir=str(tmp_path / "m"), out=None,
+                           work_dir=str(tmp_path / "work"), graph_cache=None, build_workers=1, quiet=True)
+    ctx = reproduce.Context(args)
+    copy = ctx.dataset("cpu-ddp-w2-lo", {})
+    first = Path(copy, "results.csv").read_text()
+    write_dataset(data, n_configs=6)  # the collector adds rows
+    assert ctx.dataset("cpu-ddp-w2-lo", {}) == copy and Path(copy, "results.csv").read_text() == first
