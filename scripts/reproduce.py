@@ -536,13 +536,12 @@ def _split_tables(rep) -> list[str]:
     return lines
 
 
-TABULAR = ("mean", "hgb", "hgb-priors", "knn")  # the table models a graph network must beat
-
-
 def _against_tables(rep, margin: float = 0.25) -> list[str]:
     """Per target the inspector's MAPE beside the best table model's, and the medians over the
     targets: is the inspector ``margin`` lower (issue #15's bar)?"""
-    tables = [m for m in rep["estimators"] if m in TABULAR]
+    from driple.inspector.baselines import BASELINES  # the table models a graph network must beat
+
+    tables = [m for m in rep["estimators"] if m in BASELINES]
     if "inspector" not in rep["estimators"] or not tables:
         return []
     scores = rep["scores"]
@@ -627,6 +626,9 @@ def _report_outofzoo(ooz) -> list[str]:
 
 
 def _report_colocate(co) -> list[str]:
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
     lines = ["## Co-location against real co-runs", "",
              "Combined mean load per worker slot (demand throttled to capacity) predicted from the "
              "inspector and, as an oracle, from the jobs' solo measurements, against the measured "
@@ -639,9 +641,6 @@ def _report_colocate(co) -> list[str]:
                   + ")", "",
                   "| resource | measured mean | inspector (error) | solo profiles (error) | measured collide "
                   "| inspector collide | solo collide |", "|---|---|---|---|---|---|---|"]
-        def num(v, fmt):
-            return "-" if v is None else format(v, fmt)
-
         for res, sm in r["summary"].items():
             cells = [num(sm["measured_mean"], ".1f")]
             for est in ("inspector", "solo"):

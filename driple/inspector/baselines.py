@@ -212,17 +212,17 @@ class HGBPriors(Estimator):
     def _arrays(self, graphs):
         """Scaled inputs ``X`` and log prior offsets of ``graphs``."""
         from driple.inspector.graph_inputs import stack_graph_features
+        from driple.inspector.trees import log_offsets
 
         features = stack_graph_features(graphs)
         X = self.inputs_.transform(features).numpy().astype(np.float64)
-        prior = self.inputs_.target_priors(features, self.target_prior_names_)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return X, np.log(np.clip(prior, 0, None) + np.asarray(self.prior_eps_))
+        return X, log_offsets(self.inputs_.target_priors(features, self.target_prior_names_), self.prior_eps_)
 
     def fit_graphs(self, train: Sequence, val: Sequence, targets: Sequence[str], setting: str) -> "HGBPriors":
         """Fit on the graphs ``train`` (with ``y``), iterations chosen on ``val``."""
         from driple.graph.summary_features import GRAPH_FEATURES
         from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
+        from driple.inspector.scaling import median_floor
         from driple.metrics import target
 
         train, val = list(train), list(val)
@@ -231,7 +231,8 @@ class HGBPriors(Estimator):
         self.target_prior_names_ = [target(t).prior for t in targets]
         # the prior's floor in proportion to the target's (1 % of the median, as HGBBaseline's):
         # a target that is c x its prior is then exactly a residual of ln c at every size
-        self.prior_eps_ = [_floor(c) for c in self.inputs_.target_priors(features, self.target_prior_names_).T]
+        self.prior_eps_ = [median_floor(c, fallback=1e-6)
+                           for c in self.inputs_.target_priors(features, self.target_prior_names_).T]
         ytr = np.concatenate([g.y.view(1, -1).double().numpy() for g in train])
         X, base = self._arrays(train)
         Xv = base_v = yv = None
@@ -254,12 +255,6 @@ class HGBPriors(Estimator):
 
         X, base = self._arrays(graphs_of(dataset, idx))
         return self.model_.predict_arrays(X, base)
-
-
-def _floor(column: np.ndarray) -> float:
-    """1 % of the median positive finite value of ``column`` (1e-6 without one)."""
-    col = column[np.isfinite(column) & (column > 0)]
-    return 0.01 * float(np.median(col)) if len(col) else 1e-6
 
 
 class NearestArchitecture(TabularEstimator):

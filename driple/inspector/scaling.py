@@ -120,10 +120,11 @@ def _moments(x: torch.Tensor) -> tuple[list, list]:
     return x.mean(0).tolist(), torch.where(std > 1e-8, std, torch.ones_like(std)).tolist()
 
 
-def _median_floor(column: np.ndarray) -> float:
-    """1 % of the median positive finite value of ``column`` (1e-9 without one)."""
+def median_floor(column: np.ndarray, fallback: float = 1e-9) -> float:
+    """1 % of the median positive finite value of ``column`` (``fallback`` without one): the
+    floor added before a log, in proportion to the column's size."""
     col = column[np.isfinite(column) & (column > 0)]
-    return 0.01 * float(np.median(col)) if len(col) else 1e-9
+    return 0.01 * float(np.median(col)) if len(col) else fallback
 
 
 class TargetScaler:
@@ -183,13 +184,9 @@ class TargetScaler:
             self.low_ = np.nanmin(raw, axis=0).tolist()
             self.high_ = np.nanmax(raw, axis=0).tolist()
             if self.method == "ln":
-                eps = []
-                for j in range(raw.shape[1]):
-                    col = raw[:, j][np.isfinite(raw[:, j]) & (raw[:, j] > 0)]
-                    eps.append(0.01 * float(np.median(col)) if len(col) else 1e-9)
-                self.eps_ = eps
+                self.eps_ = [median_floor(c) for c in raw.T]
                 if prior is not None:
-                    self.prior_eps_ = [_median_floor(c) for c in np.asarray(prior, dtype=np.float64).T]
+                    self.prior_eps_ = [median_floor(c) for c in np.asarray(prior, dtype=np.float64).T]
             y = self._pre(raw, prior)
             if self.method == "max":
                 center = np.zeros(y.shape[1])

@@ -55,9 +55,7 @@ class TreeMember:
 
         features = stack_graph_features(graphs)
         X = self.inputs.transform(features).numpy().astype(np.float64)
-        prior = self.inputs.target_priors(features, self.target_priors)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            base = np.nan_to_num(np.log(np.clip(prior, 0, None) + np.asarray(self.prior_eps)), nan=0.0)
+        base = log_offsets(self.inputs.target_priors(features, self.target_priors), self.prior_eps)
         cols = []
         for j, (model, eps) in enumerate(zip(self.models, self.eps)):
             if isinstance(model, float):
@@ -105,9 +103,19 @@ class TreeMember:
                    state["prior_eps"], state["eps"], models)
 
 
-def geometric_mean(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise geometric mean of two non-negative predictions (NaN in one: the other)."""
-    la, lb = np.log(np.clip(a, 1e-12, None)), np.log(np.clip(b, 1e-12, None))
-    both = np.isfinite(la) & np.isfinite(lb)
-    return np.where(both, np.exp((la + lb) / 2), np.where(np.isfinite(la), a, b))
+def geometric_mean(*predictions: np.ndarray) -> np.ndarray:
+    """Element-wise geometric mean of non-negative predictions of one shape (values below 1e-12
+    read as 1e-12); a NaN is left out of its element's mean, NaN where every one is NaN."""
+    logs = np.stack([np.log(np.clip(p, 1e-12, None)) for p in predictions])
+    known = np.isfinite(logs)
+    count = known.sum(0)
+    mean = np.where(known, logs, 0.0).sum(0) / np.maximum(count, 1)
+    return np.where(count > 0, np.exp(mean), np.nan)
+
+
+def log_offsets(prior: np.ndarray, floors) -> np.ndarray:
+    """``ln(prior + floor)`` per job and target, 0 where a target has no prior (NaN): the base
+    a log residual over the priors is taken from."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.nan_to_num(np.log(np.clip(prior, 0, None) + np.asarray(floors)), nan=0.0)
 
