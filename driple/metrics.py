@@ -49,7 +49,7 @@ CAPACITIES = ("cores", "memory", "link")
 HOST_MEMORY = "host memory"
 #: The label declarations driple knows (see the module docstring) and the one declared at import.
 LABEL_VERSIONS = ("v1", "v2")
-DECLARED_LABELS = "v1"
+DECLARED_LABELS = "v2"
 
 
 @dataclass(frozen=True)

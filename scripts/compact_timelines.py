@@ -1,6 +1,6 @@
 """Rewrite a dataset's stored timelines in the current (compact, lossless) encoding.
 
-    python scripts/compact_timelines.py datasets/cpu-ddp-w2-lo [more datasets ...]
+    python scripts/compact_timelines.py datasets/v2/cpu-ddp-w2-lo [more datasets ...]
 
 Timelines written by an older collector keep their arrays as they are; the current
 :func:`driple.collect.timeline.record.save_job_timelines` stores the allocated-bytes samples

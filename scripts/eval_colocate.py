@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Co-location predictions against jobs really co-run by the collector.
 
-    python scripts/eval_colocate.py --coruns datasets/corun-cpu-ddp-w2-lo
+    python scripts/eval_colocate.py --coruns datasets/v2/corun-cpu-ps-p1w2-1g
 
 For every ok co-run (``driple collect corun``) this predicts each job's profile with the
 shipped inspector of the setting, combines them with :func:`driple.colocate` (one worker slot
@@ -133,7 +133,7 @@ def evaluate_coruns(coruns: str, setting: str | None = None, solo: str | None = 
     setting = setting or str(table["setting"].iloc[0])
     predictor = Predictor.load(inspector or setting)
     jobs = load_results(coruns).set_index("job_id")
-    solo_dir = solo or os.path.join(ROOT, "datasets", setting)
+    solo_dir = solo or os.path.join(ROOT, "datasets", "v2", setting)
     solo_rows = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
     series = read_corun(coruns)
     capacity = corun_capacity(setting)
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     p.add_argument("--coruns", required=True, help="co-run dataset directory (driple collect corun --out)")
     p.add_argument("--setting", default=None,
                    help="inspector: a shipped setting id or a checkpoint path (default: the co-runs' setting)")
-    p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default datasets/<setting>)")
+    p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default datasets/v2/<setting>)")
     p.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
                    help="a pair fits when no job of it slowed down by more than this factor against "
                    f"its solo run (default {MAX_SLOWDOWN})")

@@ -708,7 +708,7 @@ def main(argv=None) -> int:
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated among {', '.join(SECTIONS)} (default all)")
     p.add_argument("--report", action="store_true", help="only merge the section JSON into results.md")
-    p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets"),
+    p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets", "v2"),
                    help="directory of <setting>/ and <setting>-retest/ datasets (default: the shipped ones)")
     p.add_argument("--models-dir", default=None,
                    help="registry of the inspectors whose configurations are evaluated (default: the shipped one)")

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     p.add_argument("--source", default="cpu-ddp-w2-lo")
     p.add_argument("--targets", default="cpu-ddp-w2-1g,cpu-ps-p1w2-1g",
                    help="comma-separated target settings (default: both 1g settings)")
-    p.add_argument("--datasets", default=os.path.join(ROOT, "datasets"))
+    p.add_argument("--datasets", default=os.path.join(ROOT, "datasets", "v2"))
     p.add_argument("--out", default=os.path.join(ROOT, "trained_models"))
     p.add_argument("--groups", type=int, default=100)
     p.add_argument("--grouping", default="uniform")
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
             entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
                          trained=f"transferred from {args.source} (paper scheme: first half of "
                                  f"the K repetitions frozen) with {len(tsplit.train)} jobs of "
-                                 f"datasets/{target} (random split, seed {args.seed})",
+                                 f"{ds.root} (random split, seed {args.seed})",
                          command=command, root=args.out)
             _report(target, entry, cov, time.perf_counter() - t0)
     except DripleError as err:
@@ -170,7 +170,7 @@ def _ship_source(args, load, options, command):
             "candidates": {n: c.info["scores"]["val"]["mean"][by] for n, c in zip(names, candidates)}}
     cov = calibrate(source, source_ds, split, args.coverage)
     entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
-                 trained=f"from scratch on {len(split.train)} jobs of datasets/{args.source} "
+                 trained=f"from scratch on {len(split.train)} jobs of {source_ds.root} "
                          f"(random split, seed {args.seed})",
                  command=command, root=args.out, default=True)
     return source, entry, cov

@@ -1,6 +1,6 @@
 """Train an inspector on one collector dataset (same as ``driple train``).
 
-    python scripts/train.py --dataset datasets/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo
+    python scripts/train.py --dataset datasets/v2/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo
     python scripts/train.py --dataset datasets/S --out my-models/S --split family --family resnet
 
 Prints the test scores and writes ``<out>/inspector.pt`` and ``<out>/scores.json``; a shipped

@@ -1,6 +1,6 @@
 """How much target data and time transfer learning saves: fine-tuning vs training from scratch.
 
-    python scripts/transfer_study.py --from trained_models/cpu-ddp-w2-lo --dataset datasets/cpu-ddp-w2-1g
+    python scripts/transfer_study.py --from trained_models/cpu-ddp-w2-lo --dataset datasets/v2/cpu-ddp-w2-1g
     python scripts/transfer_study.py --from trained_models/S --dataset datasets/T \\
         --fractions 0.1 0.2 0.4 0.6 0.8 1.0 --schemes paper mlp scratch --json study.json
 

@@ -213,7 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Recompute the labels of every ok job of DATASET from raw/<job>.timeline.npz "
         "(the ranks' timelines) and raw/<job>.npz (the sampled counters), with the labeller as "
         "shipped, and compare them with results.csv. Exit status 1 if any value differs.")
-    relabel.add_argument("dataset", help="dataset directory, e.g. datasets/cpu-ddp-w2-lo")
+    relabel.add_argument("dataset", help="dataset directory, e.g. datasets/v2/cpu-ddp-w2-lo")
     relabel.add_argument("--labeller", choices=["timeline", "kmeans"], default="timeline",
                          help="which labels to recompute: the timeline labels (v2, the metric columns; "
                          "default) or the paper's k-means labels (kmeans_* columns)")

@@ -15,7 +15,7 @@ from driple.errors import DripleError
 
 def _dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--dataset", required=required, metavar="DIR",
-                   help="collector dataset directory holding results.csv (e.g. datasets/cpu-ddp-w2-lo)")
+                   help="collector dataset directory holding results.csv (e.g. datasets/v2/cpu-ddp-w2-lo)")
     p.add_argument("--rebuild", action="store_true", help="rebuild every graph instead of using the cache")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--build-workers", type=int, default=1, metavar="N",
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "collector dataset and save it with its scalers, split and test scores. The defaults are "
         "those of the shipped source inspector (its MODEL_CARD.md): K=10, 150 epochs, patience "
         "20, graph-level inputs.",
-        epilog="example:\n  driple train --dataset datasets/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo",
+        epilog="example:\n  driple train --dataset datasets/v2/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _dataset_args(train)
     train.add_argument("--out", required=True, metavar="DIR",
@@ -185,7 +185,7 @@ def _load_dataset(args, groups=None, grouping=None, features=None, seed=None):
 
     if not osp.isdir(args.dataset):
         raise DripleError(f"{args.dataset} is not a directory; pass a collector dataset dir "
-                          "such as datasets/cpu-ddp-w2-lo")
+                          "such as datasets/v2/cpu-ddp-w2-lo")
     return InspectorDataset(args.dataset, groups=groups or 100, grouping=grouping or "uniform",
                             features=features or "driple", force_reload=args.rebuild,
                             seed=DEFAULT_SEED if seed is None else seed,

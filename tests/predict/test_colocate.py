@@ -7,7 +7,7 @@ import pytest
 
 from driple.collect.corun import measured_combined
 from driple.errors import DripleError
-from driple.metrics import RESOURCES
+from driple.metrics import RESOURCES, target_names
 from driple.predict.colocate import (
     colocate,
     host_capacity,
@@ -18,11 +18,14 @@ from driple.predict.colocate import (
 from driple.predict.profile import ResourceProfile
 
 
-def prof(model, compute, memory, tx, rx, setting="cpu-ddp-w2-lo"):
-    """Each resource as (burst amount, burst duration s, idle duration s)."""
+def prof(model, compute, memory, tx, rx, setting="cpu-ddp-w2-lo", step_time=1.0):
+    """Each resource as (burst amount, burst duration s, idle duration s); memory's amount in the
+    declared unit (labels v2: MB), and the job-level step time (s) where it is declared."""
     m = {}
     for r, (a, b, i) in zip(RESOURCES, (compute, memory, tx, rx)):
         m.update({f"{r}_burst_amount": a, f"{r}_burst_duration": b, f"{r}_idle_duration": i})
+    if "step_time" in target_names():
+        m["step_time"] = step_time
     return ResourceProfile(setting, model, m)
 
 
@@ -32,12 +35,13 @@ A = prof("A", (90, 0.3, 0.1), (4, 1, 1), (400, 0.02, 0.08), (300, 0.05, 0.15))
 B = prof("B", (60, 0.1, 0.1), (10, 0.5, 0.5), (500, 0.05, 0.05), (100, 0.0, 0.2))
 # C: compute 20 duty 0.5 mean 10 | memory 1 | tx, rx 50 duty 0.1 mean 5
 C = prof("C", (20, 0.1, 0.1), (1, 1, 1), (50, 0.01, 0.09), (50, 0.01, 0.09))
-CAP = host_capacity(cores=2, link_mb_s=600)  # compute 200 %, memory 100 %, tx = rx = 600 MB/s
+# compute 200 %, memory 100 (in the declared unit: % in labels v1, MB in v2), tx = rx = 600 MB/s
+CAP = host_capacity(cores=2, link_mb_s=600, memory_pct=100, memory_mb=100)
 
 
 def test_host_capacity():
     assert CAP == {"compute": 200.0, "memory": 100.0, "tx": 600.0, "rx": 600.0}
-    assert host_capacity(cores=1) == {"compute": 100.0, "memory": 100.0}
+    assert host_capacity(cores=1, memory_mb=100) == {"compute": 100.0, "memory": 100.0}
 
 
 def test_overload_probability_by_hand():
@@ -144,6 +148,7 @@ def test_prediction_matches_measurement_over_all_phase_pairs():
 
 
 def test_slot_capacity():
-    assert slot_capacity("cpu-ddp-w2-lo", host_cores=2) == {"compute": 100.0, "memory": 50.0}
-    cap = slot_capacity("cpu-ps-p1w2-1g", host_cores=2)
-    assert cap["tx"] == cap["rx"] == 125.0 and cap["compute"] == 200.0 and cap["memory"] == 100.0
+    # loopback: 2 workers share the host's 2 cores and 8000 MB: 1 core and 4000 MB each
+    assert slot_capacity("cpu-ddp-w2-lo", host_cores=2, host_memory_mb=8000) == {"compute": 100.0, "memory": 4000.0}
+    cap = slot_capacity("cpu-ps-p1w2-1g", host_cores=2, host_memory_mb=8000)
+    assert cap["tx"] == cap["rx"] == 125.0 and cap["compute"] == 200.0 and cap["memory"] == 8000.0
