@@ -22,6 +22,18 @@ BUILDER = {"groups": 8, "grouping": "uniform", "features": "driple"}  # and its 
 COLLECT_WORKLOADS = Path(__file__).resolve().parent / "collect" / "conftest.py"
 
 
+# ---------------------------------------------------------------------- label declaration
+@pytest.fixture(autouse=True)
+def declared_labels():
+    """Every test starts and ends under the declared labels (driple.metrics.DECLARED_LABELS):
+    a test that switches with ``use_labels`` cannot leak its version into the next one."""
+    from driple.metrics import DECLARED_LABELS, use_labels
+
+    use_labels(DECLARED_LABELS)
+    yield DECLARED_LABELS
+    use_labels(DECLARED_LABELS)
+
+
 # ---------------------------------------------------------------------- torch threads
 @pytest.fixture(scope="session")
 def torch_one_thread():
@@ -72,16 +84,24 @@ def tiny_graph_features(x, seed: int):
     return torch.tensor([feature_vector(f)], dtype=torch.float64)
 
 
+def synthetic_step_time(data) -> float:
+    """A step time (s) that follows the graph's size (the ``step_time`` of labels v2)."""
+    return 0.02 * data.num_nodes + 0.001 * float(data.x[:, 1].sum())
+
+
 def make_synthetic_targets(data):
-    """12 positive targets that depend on the graph's features and size."""
+    """Positive targets that depend on the graph's features and size: the 12 burst/idle metrics,
+    then the step time (:func:`synthetic_step_time`) when the declared labels have it (v2)."""
     import torch
 
-    from driple.metrics import METRICS
+    from driple.metrics import METRICS, target_names
 
     s = torch.log1p(data.x).sum(0)
     base = torch.stack([s[0], s[1], s[2], s[1] / (s[2] + 1)])
     y = torch.cat([base * (1 + k) for k in range(3)]) + data.num_nodes * 0.1
-    return y.view(1, len(METRICS)).float()
+    if "step_time" in target_names():
+        y = torch.cat([y, torch.tensor([synthetic_step_time(data)], dtype=y.dtype)])
+    return y.view(1, len(target_names())).float()
 
 
 def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform",
@@ -94,14 +114,15 @@ def fake_graph_builder(config: dict, groups: int = 100, grouping: str = "uniform
 
 
 def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list | None = None,
-                  setting: str = "cpu-ddp-w2-lo", labels: str = "v1") -> str:
+                  setting: str = "cpu-ddp-w2-lo", labels: str | None = None) -> str:
     """A results.csv whose targets are :func:`make_synthetic_targets` of :func:`fake_graph_builder`'s
-    graph; ``labels="v2"`` adds a ``step_time`` (s, a function of the graph) and the ``labels``
-    column of the timeline labeller."""
-    from driple.metrics import METRICS
+    graph, in the declared labels' columns (``labels``: another version); labels v2 have a
+    ``step_time`` (s, :func:`synthetic_step_time`) and the ``labels`` column of the timeline
+    labeller."""
+    from driple.metrics import METRICS, label_version
 
     os.makedirs(root, exist_ok=True)
-    v2 = labels == "v2"
+    v2 = (labels or label_version()) == "v2"
     header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status",
               *METRICS, "iteration_s", *(["step_time", "labels"] if v2 else [])]
     lines = [",".join(header)]
@@ -110,8 +131,8 @@ def write_results(root, n_configs: int = 12, repeats: int = 1, extra_rows: list 
         config = {"model": f"net{c % 3}", "knobs": {"seed": c}, "batch_size": 8, "optimizer": "sgd",
                   "setting": setting}
         graph = fake_graph_builder(config)
-        y = make_synthetic_targets(graph)[0].tolist()
-        step = 0.02 * graph.num_nodes + 0.001 * float(graph.x[:, 1].sum())
+        y = make_synthetic_targets(graph)[0].tolist()[:len(METRICS)]
+        step = synthetic_step_time(graph)
         for r in range(repeats):
             knobs = json.dumps(config["knobs"]).replace('"', '""')
             values = [f"{v * (1 + 0.01 * r):.6g}" for v in y]
@@ -151,6 +172,24 @@ def write_dataset():
     return write_results
 
 
+def label_tail(step: str = "1.0") -> tuple[list, list]:
+    """The columns a results.csv of the declared labels has beyond the 12 burst/idle metrics,
+    and a row's values for them: labels v2 have ``step_time`` (``step`` s) and the timeline
+    labeller's name in ``labels``; labels v1 nothing."""
+    from driple.metrics import label_version
+
+    if label_version() == "v2":
+        return ["step_time", "labels"], [step, "timeline-v2" if step else ""]
+    return [], []
+
+
+@pytest.fixture
+def label_columns():
+    """Function ``(step="1.0") -> (header, values)``: what a hand-written results row of the
+    declared labels needs after its 12 metric columns (:func:`label_tail`)."""
+    return label_tail
+
+
 @pytest.fixture
 def dataset_dir(tmp_path):
     return write_results(tmp_path / "cpu-ddp-w2-lo")
@@ -179,9 +218,9 @@ def tiny_mlp():
     return make_tiny_mlp
 
 
-@pytest.fixture(scope="session")
-def models_root(tmp_path_factory):
-    """A registry directory holding one shipped inspector of :data:`SETTING` (random weights)."""
+def make_tiny_registry(root, labels: str | None = None):
+    """Ship one inspector of :data:`SETTING` (random weights) into the registry ``root``, trained
+    as if on labels ``labels`` (default: the declared ones)."""
     import torch
 
     from driple.graph.build import build_input
@@ -189,15 +228,17 @@ def models_root(tmp_path_factory):
     from driple.inspector.model import Inspector
     from driple.inspector.scaling import FeatureScaler, TargetScaler
     from driple.inspector.train import feature_names_for
+    from driple.metrics import DECLARED_LABELS, target_names, use_labels
     from driple.predict.intervals import ConformalIntervals
     from driple.predict.shipping import ship
 
+    use_labels(labels or DECLARED_LABELS)
     torch.manual_seed(0)
     graphs = [build_input(make_tiny_mlp(h), torch.randn(4, 8), strategy=SETTING, **BUILDER)
               for h in (8, 16, 32)]
     names = feature_names_for("driple", graphs[0].x.size(1))
     rng = np.random.default_rng(0)
-    y = rng.uniform(1, 10, size=(3, 12))
+    y = rng.uniform(1, 10, size=(3, len(target_names())))
     inspector = TrainedInspector(
         Inspector(len(names), hidden_channels=8, num_repeats=2), FeatureScaler(names).fit(graphs),
         TargetScaler("max").fit(y),
@@ -206,10 +247,25 @@ def models_root(tmp_path_factory):
     pred = np.vstack([np.clip(inspector.predict(graphs), 0, None)] * 4)
     meas = pred * rng.uniform(0.5, 2.0, size=pred.shape)
     inspector.info["intervals"] = ConformalIntervals(0.9).fit(meas, pred).to_dict()
-    root = tmp_path_factory.mktemp("trained_models")
-    ship(inspector, SETTING, description="test inspector", trained="random weights (test)",
-         command="pytest", root=root)
+    try:
+        ship(inspector, SETTING, description="test inspector", trained="random weights (test)",
+             command="pytest", root=root)
+    finally:
+        use_labels(DECLARED_LABELS)
     return root
+
+
+@pytest.fixture(scope="session")
+def models_root(tmp_path_factory):
+    """A registry directory holding one shipped inspector of :data:`SETTING` (random weights)."""
+    return make_tiny_registry(tmp_path_factory.mktemp("trained_models"))
+
+
+@pytest.fixture(scope="session")
+def v1_models_root(tmp_path_factory):
+    """The same, trained as if on labels v1 (12 targets, memory in %): a checkpoint older than
+    the declared labels, to be refused."""
+    return make_tiny_registry(tmp_path_factory.mktemp("trained_models_v1"), labels="v1")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Labels v2 switched on inside the test: memory amounts in MB and the step time as a predicted
+"""Labels v2 (the declared labels) and v1 side by side: memory amounts in MB and the step time as a predicted
 target, end to end (dataset, a tiny trained hybrid checkpoint, profile, throughput, intervals,
 bounds, JSON, the predict table and command), and the v1 files refused by name."""
 from __future__ import annotations
@@ -20,11 +20,11 @@ HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu
 
 @pytest.fixture
 def labels_v2():
-    """The v2 declaration for one test (the live one stays v1 until the v2 inspectors ship)."""
-    assert label_version() == "v1"
+    """The v2 declaration for one test (the declared one; conftest restores it after a test that
+    switches to v1)."""
     use_labels("v2")
+    assert label_version() == "v2"
     yield
-    use_labels("v1")
 
 
 def mlp(hidden: int):
@@ -64,7 +64,7 @@ def test_the_declaration_switches_both_ways(labels_v2):
         use_labels("v3")
 
 
-def test_a_v2_checkpoint_end_to_end(registry, labels_v2, tmp_path, capsys):
+def test_a_v2_checkpoint_end_to_end(registry, v1_models_root, monkeypatch, labels_v2, tmp_path, capsys):
     from driple.cli import main
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.train import preset, train_inspector
@@ -125,7 +125,8 @@ def test_a_v2_checkpoint_end_to_end(registry, labels_v2, tmp_path, capsys):
     assert main(["predict", "mlp", "--set", "hidden=32", "--batch-size", "4", "--setting", path]) == 0
     assert "throughput" in capsys.readouterr().out
 
-    # the shipped-style v1 checkpoint (12 targets, memory in %) is refused, naming the versions
+    # a v1 checkpoint (12 targets, memory in %) is refused, naming the versions
+    monkeypatch.setenv("DRIPLE_MODELS", str(v1_models_root))
     with pytest.raises(DripleError, match=r"trained on labels v1 \(12 targets, memory burst amount "
                                           r"in % of host memory, no step time\) but driple declares labels v2"):
         Predictor.load(SETTING)
@@ -140,7 +141,7 @@ def test_a_v2_checkpoint_end_to_end(registry, labels_v2, tmp_path, capsys):
 def test_datasets_of_the_other_labels_are_refused(labels_v2, tmp_path, write_dataset, fake_builder):
     from driple.inspector.dataset import InspectorDataset
 
-    root = write_dataset(tmp_path / "v1" / SETTING)  # no labels column: the shipped v1 tables
+    root = write_dataset(tmp_path / "v1" / SETTING, labels="v1")  # no labels column: the v1 tables
     with pytest.raises(DripleError, match="holds labels v1 but driple declares labels v2"):
         InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
     v2 = InspectorDataset(write_dataset(tmp_path / "v2" / SETTING, labels="v2"), builder=fake_builder,

@@ -15,7 +15,10 @@ def test_the_twelve_burst_idle_targets_in_their_order():
     assert [t.raise_to_training_min for t in metrics.targets()[:3]] == [False, True, True]
     assert resource("tx").words("1314", "cpu") == "1314 MB/s"
     assert resource("compute").words("116", "cpu") == "116% of a core"
-    assert resource("memory").level_on == {"cpu": "RSS"} and resource("rx").network
+    # labels v2 (declared): memory's amount is the peak allocated MB, a level on every host
+    assert resource("memory").level_on == {"cpu": "peak allocated", "gpu": "peak allocated"}
+    assert resource("memory").amount == "MB" and resource("rx").network
+    assert metrics.target_names()[12:] == ("step_time",) and unit("step_time") == "s"
     with pytest.raises(DripleError, match="unknown resource 'disk'"):
         resource("disk")
     with pytest.raises(DripleError, match="unknown target"):
@@ -35,4 +38,4 @@ def test_a_resource_brings_its_three_targets_and_leaves_with_them():
             register_target(Target("x", unit="s", label="x", resource="tape"))
     finally:
         unregister("disk")
-    assert "disk" not in metrics.RESOURCES and len(metrics.target_names()) == 12
+    assert "disk" not in metrics.RESOURCES and len(metrics.METRICS) == 12

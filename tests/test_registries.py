@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.metrics import Target, register_target, target_names, unit, unregister
+from driple.metrics import METRICS, Target, register_target, target_names, unit, unregister
 from driple.settings import Setting, parse_setting
 from driple.strategies import Strategy, register_strategy, unregister_strategy
 
@@ -99,7 +99,7 @@ def test_a_toy_target_is_predicted_saved_and_shown(registry, toy_strategy, toy_t
     from driple.predict.predictor import Predictor
 
     names = target_names()
-    assert names[-1] == "toy_rate" and len(names) == 13 and unit("toy_rate") == "1/s"
+    assert names[-1] == "toy_rate" and len(names) == len(METRICS) + 2  # the 12, the step time (labels v2), the toy and unit("toy_rate") == "1/s"
     graphs = [build_input(mlp(), (torch.randn(b, 8), torch.randint(0, 4, (b,))), strategy="cpu-toy-w2-lo",
                           **GROUPS) for b in (2, 4, 8)]
     features = feature_names_for("driple", graphs[0].x.size(1))
@@ -113,7 +113,7 @@ def test_a_toy_target_is_predicted_saved_and_shown(registry, toy_strategy, toy_t
     pred = np.clip(inspector.predict(graphs), 0, None)
     inspector.info["intervals"] = ConformalIntervals(0.9).fit(np.vstack([pred * 1.5, pred * 0.8]),
                                                              np.vstack([pred, pred])).to_dict()
-    assert inspector.predict(graphs).shape == (3, 13)
+    assert inspector.predict(graphs).shape == (3, len(names))
 
     loaded = load_inspector(inspector.save(str(tmp_path / "toy")))  # the names travel along
     assert loaded.targets == names
@@ -129,13 +129,13 @@ def test_a_toy_target_is_predicted_saved_and_shown(registry, toy_strategy, toy_t
     assert any(line.startswith("toy rate") and "1/s [" in line for line in text.splitlines())
     assert "toy rate" in profile.describe()
 
-    with pytest.raises(DripleError, match="lacks toy_rate"):  # a checkpoint of the 12 targets
+    with pytest.raises(DripleError, match="lacks toy_rate"):  # a checkpoint of the declared targets only
         Predictor.load("cpu-ddp-w2-lo")
-    twelve = {m: 1.0 for m in names if m != "toy_rate"}
+    declared = {m: 1.0 for m in names if m != "toy_rate"}
     from driple.predict.profile import ResourceProfile
 
     with pytest.raises(DripleError, match=r"missing \['toy_rate'\]"):
-        ResourceProfile("cpu-toy-w2-lo", "x", twelve)
+        ResourceProfile("cpu-toy-w2-lo", "x", declared)
 
 
 @pytest.mark.slow

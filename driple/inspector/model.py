@@ -37,6 +37,13 @@ from torch_geometric.utils import coalesce
 
 
 # ---------------------------------------------------------------------------- adjacency
+def _declared_targets() -> int:
+    """How many targets driple declares (the output width when none is given)."""
+    from driple.metrics import target_names
+
+    return len(target_names())
+
+
 def gcn_edges(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int,
               dtype: torch.dtype = torch.float) -> tuple[Tensor, Tensor]:
     r"""GCN-normalised edges with self-loops, :math:`\hat{A}^{\top}` as a coalesced edge list.
@@ -409,7 +416,8 @@ class Inspector(torch.nn.Module):
     Args:
         in_channels (int): Number of features per group (3 for the ``"driple"`` feature set).
         hidden_channels (int, optional): Size of the group embeddings. (default: :obj:`64`)
-        out_channels (int, optional): Number of predicted metrics. (default: :obj:`12`)
+        out_channels (int, optional): Number of predicted metrics. (default: :obj:`None`: one
+            per declared target, ``len(driple.metrics.target_names())``)
         num_repeats (int, optional): How often :math:`\phi_r` is applied, :math:`K`; the paper
             uses half the number of groups. (default: :obj:`50`)
         set2set_steps (int, optional): Processing steps of the Set2Set readout.
@@ -426,7 +434,7 @@ class Inspector(torch.nn.Module):
         self,
         in_channels: int,
         hidden_channels: int = 64,
-        out_channels: int = 12,
+        out_channels: Optional[int] = None,
         num_repeats: int = 50,
         set2set_steps: int = 3,
         dropout: float = 0.0,
@@ -434,6 +442,7 @@ class Inspector(torch.nn.Module):
         graph_channels: int = 0,
     ):
         super().__init__()
+        out_channels = _declared_targets() if out_channels is None else out_channels
         if in_channels < 1 or hidden_channels < 1 or out_channels < 1:
             raise ValueError("in_channels, hidden_channels and out_channels must be positive")
         if num_repeats < 0:
@@ -599,15 +608,17 @@ class FeatureMLP(torch.nn.Module):
     Args:
         graph_channels (int): Number of (scaled) graph-level inputs.
         hidden_channels (int, optional): Width of the hidden layers. (default: :obj:`64`)
-        out_channels (int, optional): Number of predicted targets. (default: :obj:`12`)
+        out_channels (int, optional): Number of predicted targets. (default: :obj:`None`: one
+            per declared target)
         num_layers (int, optional): Linear layers of the MLP. (default: :obj:`3`)
         dropout (float, optional): Dropout between the layers. (default: :obj:`0.0`)
     """
     reads_graph = False  # prediction skips normalising the adjacency
 
-    def __init__(self, graph_channels: int, hidden_channels: int = 64, out_channels: int = 12,
+    def __init__(self, graph_channels: int, hidden_channels: int = 64, out_channels: Optional[int] = None,
                  num_layers: int = 3, dropout: float = 0.0):
         super().__init__()
+        out_channels = _declared_targets() if out_channels is None else out_channels
         if graph_channels < 1 or hidden_channels < 1 or out_channels < 1 or num_layers < 1:
             raise ValueError("graph_channels, hidden_channels, out_channels and num_layers must be positive")
         self.graph_channels = graph_channels

@@ -3,7 +3,7 @@ import json
 
 from driple.cli import main
 from driple.predict.colocate import slot_capacity
-from driple.metrics import METRICS
+from driple.metrics import TARGETS as METRICS  # every declared target (labels v2: with the step time)
 
 PROFILE_KEYS = {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
                 "resources", "inspector", "timings_s"}

@@ -6,6 +6,9 @@ from driple.errors import DripleError
 from driple.inspector.model import Inspector
 from driple.inspector.checkpoint import TrainedInspector, load_inspector
 from driple.inspector.scaling import FeatureScaler, TargetScaler
+from driple.metrics import target_names
+
+N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
 
 
 @pytest.fixture
@@ -23,7 +26,7 @@ def _predictor(tiny_graph, split):
         with torch.no_grad():
             model.conv_repeat_tuned.bias.add_(0.5)
     fs = FeatureScaler(["op_freq", "tensor_mb", "n_ops"]).fit(graphs)
-    ts = TargetScaler("max").fit(np.arange(1, 25, dtype=float).reshape(2, 12))
+    ts = TargetScaler("max").fit(np.arange(1, 2 * N_TARGETS + 1, dtype=float).reshape(2, N_TARGETS))
     info = {"feature_set": "driple", "vocab_digest": "test-vocab", "setting": "cpu-ddp-w2-lo",
             "split": {"kind": "random", "train": ["j1"], "val": [], "test": ["j2"]}}
     return TrainedInspector(model, fs, ts, info), graphs
@@ -39,7 +42,7 @@ def test_checkpoint_round_trip(make_predictor, tmp_path, split):
     loaded = load_inspector(str(tmp_path / "trained"))
     assert np.array_equal(loaded.predict(graphs), predictor.predict(graphs))
     assert loaded.setting == "cpu-ddp-w2-lo" and loaded.info["split"]["test"] == ["j2"]
-    assert loaded.predict(graphs[0]).shape == (1, 12)
+    assert loaded.predict(graphs[0]).shape == (1, N_TARGETS)
     assert list(loaded.predict_frame(graphs).columns)[0] == "compute_burst_amount"
 
 

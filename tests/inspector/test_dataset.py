@@ -7,14 +7,24 @@ import torch
 from driple.errors import DripleError
 from driple.inspector.dataset import InspectorDataset, job_config
 from driple.metrics import METRICS
+from driple.metrics import target_names
+
+N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
+#: A results row's columns after ``iteration_s`` (conftest's write_results): labels v2 add the
+#: step time and the labeller's name.
+V2 = "step_time" in target_names()
+
+
+def tail(step: str) -> list:
+    return [step, "timeline-v2" if step else ""] if V2 else []
 
 
 def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset, tmp_path):
     bad = ",".join(["j900", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
-                   + ["" for _ in METRICS] + [""])
+                   + ["" for _ in METRICS] + [""] + tail(""))
     # j001 ran again and failed: its last row counts
     retried = ",".join(["j001", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
-                       + ["" for _ in METRICS] + [""])
+                       + ["" for _ in METRICS] + [""] + tail(""))
     root = write_dataset(tmp_path / "S", n_configs=4, repeats=2, extra_rows=[bad, retried])
     ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
     assert len(ds) == 7  # the failed jobs are left out
@@ -22,7 +32,7 @@ def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset
     assert ds.families[:4] == ["alpha", "beta", "beta", "gamma"]
     assert ds.feature_set == "driple" and ds.vocab_digest == "test-vocab"
     assert ds.setting == "cpu-ddp-w2-lo"
-    assert ds.targets.shape == (7, 12) and ds.graph_attrs.shape == (7, 6)
+    assert ds.targets.shape == (7, N_TARGETS) and ds.graph_attrs.shape == (7, 6)
     item = ds[1]
     config = {"model": "net1", "knobs": {"seed": 1}, "batch_size": 8, "optimizer": "sgd",
               "setting": "cpu-ddp-w2-lo"}
@@ -31,7 +41,7 @@ def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset
     assert torch.allclose(item.y, synthetic_targets(expected), rtol=1e-5)
     assert ds.config_keys[1] == ds.config_keys[2]  # repeated measurements share one graph
     sub = ds[[1, 3]]
-    assert sub.job_ids == ["j002", "j004"] and sub.targets.shape == (2, 12)
+    assert sub.job_ids == ["j002", "j004"] and sub.targets.shape == (2, N_TARGETS)
 
 
 def test_dataset_caches_graphs(fake_builder, write_dataset, tmp_path):
@@ -117,7 +127,7 @@ def test_parallel_build_matches_serial(fake_builder, write_dataset, tmp_path):
 
 def test_dataset_skips_unbuildable_graphs(fake_builder, write_dataset, tmp_path):
     row = ",".join(["j900", "cpu-ddp-w2-lo", "broken", "delta", '"{}"', "8", "sgd", "ok"]
-                   + ["1" for _ in METRICS] + ["0.1"])
+                   + ["1" for _ in METRICS] + ["0.1"] + tail("1"))
     root = write_dataset(tmp_path / "S", n_configs=3, extra_rows=[row])
     with pytest.warns(UserWarning, match="1 of 4 graph"):
         ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
@@ -145,18 +155,19 @@ def _tiny_zoo_builder(config, groups=100, grouping="uniform", features="driple",
                            **config["knobs"])
 
 
-def test_dataset_with_zoo_models(tmp_path):
+def test_dataset_with_zoo_models(tmp_path, label_columns):
     """The real builder on two tiny zoo MLPs (targets are placeholders)."""
     pytest.importorskip("driple.zoo")
     pytest.importorskip("driple.graph.build")
     root = tmp_path / "cpu-ddp-w2-lo"
     root.mkdir()
-    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status", *METRICS]
+    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status", *METRICS,
+              *label_columns()[0]]
     rows = [",".join(header)]
     for i, hidden in enumerate((16, 32)):
         knobs = f'"{{""input_dim"": 8, ""hidden"": {hidden}, ""layers"": 1}}"'
         rows.append(",".join([f"j{i}", "cpu-ddp-w2-lo", "mlp", "mlp", knobs, "4", "sgd", "ok"]
-                             + [str(1.0 + i)] * len(METRICS)))
+                             + [str(1.0 + i)] * len(METRICS) + label_columns(str(1.0 + i))[1]))
     (root / "results.csv").write_text("\n".join(rows) + "\n")
     ds = InspectorDataset(str(root), groups=6, builder=_tiny_zoo_builder, builder_id="zoo-test",
                           progress=False)

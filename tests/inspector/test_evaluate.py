@@ -13,7 +13,7 @@ from driple.inspector.jobs import job_table
 from driple.inspector.scores import nrmse
 from driple.inspector.splits import family_splits, random_split
 from driple.inspector.train import TrainOptions, train_inspector
-from driple.metrics import METRICS
+from driple.metrics import TARGETS
 
 OPTS = TrainOptions(epochs=3, patience=3)
 
@@ -61,18 +61,18 @@ def test_run_folds_by_hand(dataset):
     assert Peek.seen == [(f.train, f.val) for f in folds]
     for fold, entry in zip(folds, report["folds"]):
         assert np.allclose(entry["predictions"]["mean"], y[fold.train].mean(0))  # train only, not val
-        assert entry["calibration_predictions"]["truth"].shape == (len(fold.calibration), len(METRICS))
+        assert entry["calibration_predictions"]["truth"].shape == (len(fold.calibration), len(TARGETS))
     # pooled: every test job once, one normalisation per target
     measured = np.concatenate([y[f.test] for f in folds])
     pooled_mean = np.concatenate([np.tile(y[f.train].mean(0), (len(f.test), 1)) for f in folds])
     assert report["n_test"] == len(y)
-    for j, t in enumerate(METRICS):
+    for j, t in enumerate(TARGETS):
         assert report["scores"]["mean"][t]["nrmse"] == pytest.approx(nrmse(measured[:, j], pooled_mean[:, j])[0])
         assert report["scores"]["truth"][t]["nrmse"] == 0
     # fold_mean: the mean of the folds' tables
     assert report["fold_mean"]["mean"]["mean"]["nrmse"] == pytest.approx(
         np.mean([f["scores"]["mean"]["mean"]["nrmse"] for f in report["folds"]]))
-    assert report["wins"]["nrmse"] == {"truth": 12, "mean": 0, "peek": 0}
+    assert report["wins"]["nrmse"] == {"truth": len(TARGETS), "mean": 0, "peek": 0}
     assert report["notes"] == {"peek": ["peeked"]}
     text = format_report(report)
     assert "held-out family" in text and "targets won" in text and "peek: peeked" in text
@@ -82,7 +82,7 @@ def test_run_folds_by_hand(dataset):
 def test_noise_floor_beside_the_table(dataset):
     folds = [random_split(dataset)]
     floor = {"again": "S-retest", "jobs": ["a", "b"],
-             "labels": {t: {"nrmse": 0.05, "mape": 4.0, "n": 2} for t in METRICS}}
+             "labels": {t: {"nrmse": 0.05, "mape": 4.0, "n": 2} for t in TARGETS}}
     report = run_folds(dataset, folds, {"truth": lambda f: Truth(), "mean": lambda f: make_estimator("mean")},
                        floor=floor, progress=False)
     check = report["floor_check"]["nrmse"]["tx_burst_amount"]
@@ -114,7 +114,7 @@ def test_evaluate_random_uses_checkpoint_test_jobs(dataset, trained):
     fold = report["folds"][0]
     assert fold["test_job_ids"] == record["test"]
     assert report["estimators"] == ["inspector", "mean", "hgb", "knn"]
-    assert set(report["scores"]["inspector"]) == {*METRICS, "mean"}
+    assert set(report["scores"]["inspector"]) == {*TARGETS, "mean"}
     train = [dataset.job_ids.index(j) for j in record["train"]]
     assert np.allclose(fold["predictions"]["mean"][0], dataset.targets[train].mean(0))
     assert np.allclose(fold["predictions"]["inspector"],
@@ -233,7 +233,7 @@ def test_evaluate_on_an_external_set(dataset, trained, tmp_path, write_dataset, 
     assert np.allclose(fold["predictions"]["inspector"], trained.predict([ext[i] for i in range(len(ext))]))
     assert np.allclose(fold["measured"], ext.targets)
     assert report["scores"]["mean"]["tx_burst_amount"]["nrmse"] == pytest.approx(
-        nrmse(ext.targets[:, METRICS.index("tx_burst_amount")], fold["predictions"]["mean"][:, METRICS.index("tx_burst_amount")])[0])
+        nrmse(ext.targets[:, TARGETS.index("tx_burst_amount")], fold["predictions"]["mean"][:, TARGETS.index("tx_burst_amount")])[0])
     assert f"test: {len(ext)} jobs of {ext.root}" in format_report(report)
     with pytest.raises(DripleError, match="also in the inspector's dataset"):
         evaluate(trained, dataset, external=dataset, progress=False)

@@ -14,6 +14,9 @@ from driple.inspector.scaling import TargetScaler
 from driple.inspector.splits import random_split
 from driple.inspector.train import (InspectorConfig, preset, retrain_config,
                                     select_inspector, train_inspector)
+from driple.metrics import target_names
+
+N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
 
 HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
 TINY = dict(hidden_channels=8, num_repeats=2, epochs=4, patience=4)
@@ -49,10 +52,10 @@ def test_hybrid_shape_contract_and_node_order_invariance(tiny_graph):
 
 def test_features_only_mlp_reads_nothing_of_the_graph(tiny_graph):
     torch.manual_seed(0)
-    mlp = FeatureMLP(5, hidden_channels=8, out_channels=12).eval()
+    mlp = FeatureMLP(5, hidden_channels=8, out_channels=N_TARGETS).eval()
     attr = torch.randn(2, 5)
     g = tiny_graph(6)
-    assert mlp(g.x, g.edge_index, graph_attr=attr).shape == (2, 12)
+    assert mlp(g.x, g.edge_index, graph_attr=attr).shape == (2, N_TARGETS)
     assert torch.equal(mlp(None, None, graph_attr=attr), mlp(g.x * 7, g.edge_index, graph_attr=attr))
     rebuilt = build_model(mlp.config())
     assert isinstance(rebuilt, FeatureMLP) and rebuilt.config() == mlp.config()
@@ -96,7 +99,7 @@ def test_each_configuration_trains_saves_and_loads(dataset, name, tmp_path):
                             test=dataset[split.test], host=HOST, progress=False)
     graphs = [dataset[i] for i in split.test]
     pred = model.predict(graphs)
-    assert pred.shape == (len(graphs), 12) and np.isfinite(pred).all()
+    assert pred.shape == (len(graphs), N_TARGETS) and np.isfinite(pred).all()
     assert model.configuration == {"hybrid-plain": "hybrid"}.get(name, name)
     assert model.residual == (name in ("hybrid", "features"))
     assert model.info["configuration"]["kind"] == config.kind and set(model.info["scores"]) == {"val", "test"}
@@ -151,7 +154,7 @@ def test_estimator_interface(dataset):
 
     config, options = preset("features", **TINY)
     est = GNNEstimator(options=options, config=config, host=HOST).fit(dataset, split.train, split.val)
-    assert est.predict(dataset, split.test).shape == (len(split.test), 12)
+    assert est.predict(dataset, split.test).shape == (len(split.test), N_TARGETS)
     assert est.inspector_.targets == tuple(dataset.target_names) and est.inspector_.configuration == "features"
     with pytest.raises(DripleError, match="target_scaling='ln'"):
         train_inspector(dataset[split.train], None, preset("gnn")[1], InspectorConfig(kind="hybrid"), host=HOST)

@@ -7,6 +7,9 @@ from torch_geometric.data import Batch, Data
 
 from driple.inspector.model import (GraphBatch, Inspector, Propagation, _RepeatedConvGRU,
                                     reference_forward, run_batch)
+from driple.metrics import target_names
+
+N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
 
 
 def _run(model, data):
@@ -17,12 +20,12 @@ def _run(model, data):
 def test_inspector_output_shape(tiny_graph):
     torch.manual_seed(0)
     model = Inspector(3, hidden_channels=16, num_repeats=4)
-    assert str(model) == "Inspector(3, 12, hidden_channels=16, num_repeats=4)"
+    assert str(model) == f"Inspector(3, {N_TARGETS}, hidden_channels=16, num_repeats=4)"
     data = tiny_graph(4)
-    assert _run(model, data).size() == (1, 12)
+    assert _run(model, data).size() == (1, N_TARGETS)
 
     batch = Batch.from_data_list([tiny_graph(n, seed=n) for n in (4, 7, 10)])
-    assert _run(model, batch).size() == (3, 12)
+    assert _run(model, batch).size() == (3, N_TARGETS)
 
 
 def test_inspector_batch_equals_single_graphs(tiny_graph):
@@ -101,7 +104,7 @@ def test_inspector_graph_channels(tiny_graph):
     batch = Batch.from_data_list(graphs)
     attrs = torch.rand(2, 6)
     out = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, 2, graph_attr=attrs)
-    assert out.size() == (2, 12)
+    assert out.size() == (2, N_TARGETS)
     other = model(batch.x, batch.edge_index, batch.edge_weight, batch.batch, 2, graph_attr=attrs + 1)
     assert not torch.allclose(out, other)
     try:
@@ -218,7 +221,7 @@ def test_batch_paths_and_predict_agree(tiny_graph):
     graphs = [tiny_graph(n, seed=n) for n in (4, 7, 7, 10)]
     predictor = TrainedInspector(Inspector(3, hidden_channels=8, num_repeats=3, graph_channels=6),
                                  FeatureScaler(["op_freq", "tensor_mb", "n_ops"]).fit(graphs),
-                                 TargetScaler().fit(torch.rand(4, 12).numpy()))
+                                 TargetScaler().fit(torch.rand(4, N_TARGETS).numpy()))
     prepared = predictor.prepare(graphs)
     model = predictor.model.eval()
     pyg = run_batch(model, Batch.from_data_list(prepared)).detach()

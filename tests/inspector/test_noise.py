@@ -4,7 +4,7 @@ import pytest
 
 from driple.errors import DripleError
 from driple.inspector.noise import floor_check, noise_floor, retest_dir
-from driple.metrics import METRICS
+from driple.metrics import METRICS, use_labels
 
 
 def write(root, jobs: dict, extra_column: str = ""):
@@ -23,6 +23,7 @@ def write(root, jobs: dict, extra_column: str = ""):
 
 
 def test_noise_floor_by_hand(tmp_path):
+    use_labels("v1")  # hand-written tables without a labeller column are read as labels v1
     first = write(tmp_path / "S", {"j1": 100, "j2": 50, "j3": 10}, extra_column="step_time")
     again = write(tmp_path / "S-retest", {"j1": 110, "j2": 50, "j4": 7})
     assert retest_dir(first) == again and retest_dir(again) is None

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from driple.inspector.scores import mape, nrmse, score_table
-from driple.metrics import METRICS
+from driple.metrics import TARGETS
 
 
 def test_nrmse_and_mape_by_hand():
@@ -27,9 +27,9 @@ def test_scores_skip_nan_and_zero_mean():
 
 def test_score_table():
     rng = np.random.default_rng(0)
-    y = rng.uniform(1, 2, (5, 12))
+    y = rng.uniform(1, 2, (5, len(TARGETS)))
     table = score_table(y, y * 1.1)
-    assert set(table) == {*METRICS, "mean"}
+    assert set(table) == {*TARGETS, "mean"}
     assert table["tx_burst_amount"]["mape"] == pytest.approx(10.0)
     assert table["mean"]["mape"] == pytest.approx(10.0)
     assert table["rx_idle_duration"]["n"] == 5

@@ -94,18 +94,19 @@ def test_architecture_key_ignores_knob_order_not_values():
 
 # ---------------------------------------------------------------------- on a dataset
 @pytest.fixture
-def siblings(fake_builder, tmp_path):
+def siblings(fake_builder, tmp_path, label_columns):
     """16 architectures (knob ``seed``), each measured with sgd and with adam (32 jobs)."""
     from driple.metrics import METRICS
 
     root = tmp_path / "S"
     root.mkdir()
-    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status", *METRICS]
+    extra, values = label_columns()
+    header = ["job_id", "setting", "model", "family", "knobs", "batch_size", "optimizer", "status", *METRICS, *extra]
     lines = [",".join(header)]
     for c in range(16):
         for opt in ("sgd", "adam"):
             lines.append(",".join([f"j{c:02d}{opt}", "cpu-ddp-w2-lo", f"net{c % 3}", ["alpha", "beta", "gamma"][c % 3],
-                                   f'"{{""seed"": {c}}}"', "8", opt, "ok", *(["1.0"] * len(METRICS))]))
+                                   f'"{{""seed"": {c}}}"', "8", opt, "ok", *(["1.0"] * len(METRICS)), *values]))
     (root / "results.csv").write_text("\n".join(lines) + "\n")
     return InspectorDataset(str(root), builder=fake_builder, builder_id="fake", progress=False)
 

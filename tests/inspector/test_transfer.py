@@ -8,6 +8,9 @@ from driple.errors import DripleError
 from driple.inspector.model import Inspector
 from driple.inspector.train import TrainOptions
 from driple.inspector.transfer import finetune, freeze_for_transfer, trainable_parameters
+from driple.metrics import target_names
+
+N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
 
 
 def _count(module):
@@ -17,7 +20,7 @@ def _count(module):
 def test_freezing_counts():
     model = Inspector(3, hidden_channels=16, num_repeats=6)
     mlp, conv = _count(model.mlp), _count(model.conv_repeat)
-    assert mlp == (32 * 16 + 16) + (16 * 16 + 16) + (16 * 12 + 12)
+    assert mlp == (32 * 16 + 16) + (16 * 16 + 16) + (16 * N_TARGETS + N_TARGETS)
     assert conv == 16 * 16 + 16
     total = _count(model)
 
@@ -57,7 +60,7 @@ def test_finetune_paper_scheme_trains_only_its_part(dataset):
     info = tuned.info["transfer"]
     assert info["scheme"] == "paper" and info["n_train"] == 3  # half of the 6 training jobs of 12
     assert info["trainable_parameters"] == _count(tuned.model.mlp) + _count(tuned.model.conv_repeat)
-    assert tuned.predict(dataset[0]).shape == (1, 12)
+    assert tuned.predict(dataset[0]).shape == (1, N_TARGETS)
     assert np.isfinite(tuned.info["scores"]["test"]["mean"]["nrmse"])
 
 
@@ -71,7 +74,7 @@ def test_cached_prefix_gives_the_same_outputs(tiny_graph, scheme):
     model = freeze_for_transfer(Inspector(3, hidden_channels=8, num_repeats=6), scheme).eval()
     graphs = [tiny_graph(4 + i, seed=i) for i in range(5)]
     for g in graphs:
-        g.y = torch.rand(1, 12)
+        g.y = torch.rand(1, N_TARGETS)
         del g.graph_attr, g.summary, g.feature_set, g.vocab_digest
     tail, cached = cache_frozen(model, graphs, scheme)
     full = next(iter(DataLoader(graphs, batch_size=5)))

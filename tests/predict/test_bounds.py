@@ -3,14 +3,14 @@ import numpy as np
 import pytest
 
 from driple.inspector.scaling import TargetScaler
-from driple.metrics import METRICS
+from driple.metrics import TARGETS
 from driple.predict.bounds import bound, caps, floors
 
-I = {m: j for j, m in enumerate(METRICS)}
+I = {m: j for j, m in enumerate(TARGETS)}
 
 
 def _row(**vals):
-    row = np.ones(len(METRICS))
+    row = np.ones(len(TARGETS))
     for k, v in vals.items():
         row[I[k]] = v
     return row
@@ -18,7 +18,10 @@ def _row(**vals):
 
 def test_caps_follow_the_setting():
     high = _row(compute_burst_amount=116.0)
-    assert caps("cpu-ddp-w2-lo", high) == {"memory_burst_amount": 100.0, "compute_burst_amount": 116.0}
+    # labels v2: memory's amount (MB) is capped by the host's memory, when it is known
+    assert caps("cpu-ddp-w2-lo", high) == {"compute_burst_amount": 116.0}
+    assert caps("cpu-ddp-w2-lo", high, host_memory_mb=8000) == {"memory_burst_amount": 8000.0,
+                                                                "compute_burst_amount": 116.0}
     assert caps("cpu-ddp-w2-1g", high)["tx_burst_amount"] == pytest.approx(125.0)  # 1 Gbit/s in MB/s
     assert caps("gpu-ddp-w4-10g")["compute_burst_amount"] == 100.0
     assert caps("gpu-ddp-w4-10g")["rx_burst_amount"] == pytest.approx(1250.0)
@@ -48,7 +51,8 @@ def test_cpu_compute_is_capped_at_the_training_maximum():
     out, notes = bound(_row(compute_burst_amount=141.0)[None], "cpu-ddp-w2-lo", again.low_, again.high_)
     assert out[0, I["compute_burst_amount"]] == 116.0
     assert len(notes[0]) == 2  # outside the range, and clipped
-    assert TargetScaler.from_dict({"method": "max", "center": [0] * 12, "scale": [1] * 12}).high_ is None
+    assert TargetScaler.from_dict({"method": "max", "center": [0] * len(TARGETS),
+                                   "scale": [1] * len(TARGETS)}).high_ is None
 
 
 def test_floors_are_the_shortest_training_durations():

@@ -1,5 +1,5 @@
 """The one number formatter and the texts built with it (values worked out by hand)."""
-from driple.metrics import METRICS
+from driple.metrics import TARGETS
 from driple.predict.formatting import (
     format_amount,
     format_duration,
@@ -19,7 +19,7 @@ def test_numbers_have_three_significant_digits_and_no_exponent_above_1000():
 
 
 def test_table_and_caveats_write_a_value_the_same_way():
-    values = dict.fromkeys(METRICS, 0.5)
+    values = dict.fromkeys(TARGETS, 0.5)
     values.update(tx_burst_amount=1314.4, tx_burst_duration=0.0291)
     prof = ResourceProfile("cpu-ddp-w2-lo", "job", values,
                            intervals={m: (v / 2, v * 2) for m, v in values.items()}, nominal_coverage=0.9,

@@ -2,12 +2,15 @@ import numpy as np
 import pytest
 
 from driple.errors import DripleError
+from driple.metrics import target_names
 from driple.predict.intervals import ConformalIntervals, coverage
+
+N = len(target_names())  # the declared targets: 13 in labels v2
 
 
 def _noisy(n, rng, sigma=0.3):
-    pred = rng.uniform(1, 100, size=(n, 12))
-    meas = pred * np.exp(rng.normal(0.1, sigma, size=(n, 12)))  # biased, multiplicative noise
+    pred = rng.uniform(1, 100, size=(n, N))
+    meas = pred * np.exp(rng.normal(0.1, sigma, size=(n, N)))  # biased, multiplicative noise
     return meas, pred
 
 
@@ -28,30 +31,30 @@ def test_interval_contains_prediction_scaled_by_quantiles():
     # 5 jobs predicted 1, measured 0.5 .. 8: median 2, so eps = 0.02 and the residuals are
     # log((m + 0.02) / 1.02). At 80 % with 5 jobs the corrected level ceil(6 * 0.9) / 5 caps at 1:
     # q_lo is the smallest residual, log(0.52 / 1.02), q_hi the largest, log(8.02 / 1.02).
-    meas = np.tile([[0.5], [1.0], [2.0], [4.0], [8.0]], (1, 12))
-    iv = ConformalIntervals(0.8).fit(meas, np.ones((5, 12)))
-    assert iv.eps == pytest.approx([0.02] * 12)
-    assert iv.q_lo == pytest.approx([np.log(0.52 / 1.02)] * 12)
-    assert iv.q_hi == pytest.approx([np.log(8.02 / 1.02)] * 12)
-    low, high = iv.interval(np.full(12, 4.0))
+    meas = np.tile([[0.5], [1.0], [2.0], [4.0], [8.0]], (1, N))
+    iv = ConformalIntervals(0.8).fit(meas, np.ones((5, N)))
+    assert iv.eps == pytest.approx([0.02] * N)
+    assert iv.q_lo == pytest.approx([np.log(0.52 / 1.02)] * N)
+    assert iv.q_hi == pytest.approx([np.log(8.02 / 1.02)] * N)
+    low, high = iv.interval(np.full(N, 4.0))
     # a prediction of 4 becomes [4.02 * 0.52 / 1.02 - 0.02, 4.02 * 8.02 / 1.02 - 0.02]
-    assert low == pytest.approx([2.0294117647] * 12) and high == pytest.approx([31.588235294] * 12)
+    assert low == pytest.approx([2.0294117647] * N) and high == pytest.approx([31.588235294] * N)
     assert np.all(low < 4.0) and np.all(high > 4.0)
 
 
 def test_finite_sample_level_with_few_jobs():
     # with 9 calibration jobs the 90% interval needs the largest residual (ceil(10 * .95)/9 > 1)
-    meas = np.tile(np.arange(1, 10, dtype=float)[:, None], (1, 12))
-    pred = np.ones((9, 12))
+    meas = np.tile(np.arange(1, 10, dtype=float)[:, None], (1, N))
+    pred = np.ones((9, N))
     iv = ConformalIntervals(0.9).fit(meas, pred)
     eps = 0.01 * 5
     assert iv.q_hi[0] == pytest.approx(np.log((9 + eps) / (1 + eps)))
 
 
 def test_coverage_counts_by_hand_and_skips_nan():
-    meas = np.array([[1.0] * 12, [5.0] * 12, [np.nan] * 12])
-    low = np.zeros((3, 12))
-    high = np.full((3, 12), 2.0)
+    meas = np.array([[1.0] * N, [5.0] * N, [np.nan] * N])
+    low = np.zeros((3, N))
+    high = np.full((3, N), 2.0)
     cov = coverage(meas, low, high)
     assert cov["compute_burst_amount"] == 0.5 and cov["mean"] == 0.5 and cov["n"] == 3
 
@@ -60,13 +63,13 @@ def test_round_trip_and_errors():
     rng = np.random.default_rng(1)
     iv = ConformalIntervals(0.9).fit(*_noisy(50, rng))
     again = ConformalIntervals.from_dict(iv.to_dict())
-    p = rng.uniform(1, 5, size=(3, 12))
+    p = rng.uniform(1, 5, size=(3, N))
     assert np.allclose(again.interval(p)[0], iv.interval(p)[0])
     with pytest.raises(DripleError, match="not calibrated"):
         ConformalIntervals().interval(p)
     with pytest.raises(DripleError, match="coverage"):
         ConformalIntervals(1.5).fit(*_noisy(5, rng))
-    with pytest.raises(DripleError, match="12 metrics"):
+    with pytest.raises(DripleError, match=f"{N} metrics"):
         iv.interval(np.ones((2, 3)))
     with pytest.raises(DripleError, match="method"):
         ConformalIntervals.from_dict({"method": "ensemble"})

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.metrics import METRICS, target_names
+from driple.metrics import target_names
 from driple.predict.predictor import Predictor, resize_batch
 
 
@@ -17,8 +17,8 @@ def predictor(registry):
 def test_predict_model_gives_profile_with_intervals(tiny_mlp, predictor):
     prof = predictor.predict(tiny_mlp(), torch.randn(4, 8), optimizer="adam", batch_size=6)
     assert prof.setting == "cpu-ddp-w2-lo" and "batch 6" in prof.model
-    assert list(prof.metrics) == list(METRICS)
-    for m in METRICS:
+    assert list(prof.metrics) == list(target_names())
+    for m in target_names():
         lo, hi = prof.intervals[m]
         assert 0 <= lo <= prof.metrics[m] <= hi
     assert prof.nominal_coverage == 0.9
@@ -120,7 +120,7 @@ def test_load_by_path(registry):
 def test_a_duration_raised_to_its_floor_has_no_interval_below_it(predictor, tiny_mlp):
     """0.025 s [0.005, ...] was shown before: the interval's low end now starts at the floor."""
     ts = predictor.inspector.target_scaler
-    j = METRICS.index("tx_burst_duration")
+    j = target_names().index("tx_burst_duration")
     ts.low_ = list(ts.low_)
     ts.low_[j] = 1e4  # far above anything this inspector predicts: the value is raised
     prof = predictor.predict(tiny_mlp(), torch.randn(4, 8))

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from driple.errors import DripleError
-from driple.metrics import METRICS, RESOURCES
+from driple.metrics import METRICS, RESOURCES, target_names, use_labels
 from driple.predict.profile import ResourceProfile, ResourceShape, plot_profile
 
 
 def make(setting="cpu-ddp-w2-lo", model="toy A", **kw):
     # compute: 90% for 0.3 s, idle 0.1 s -> period 0.4 s, duty 0.75, mean 67.5
-    # memory:  4% for 1.0 s, idle 1.0 s  -> duty 0.5; CPU host: level held -> mean 4
+    # memory:  4 (MB; % in labels v1) for 1.0 s, idle 1.0 s  -> duty 0.5; a level held -> mean 4
     # tx:      400 MB/s for 20 ms, idle 80 ms -> period 0.1 s, duty 0.2, mean 80
     # rx:      300 MB/s for 50 ms, idle 150 ms -> duty 0.25, mean 75
     m = {
@@ -22,6 +22,8 @@ def make(setting="cpu-ddp-w2-lo", model="toy A", **kw):
         "tx_burst_amount": 400.0, "tx_burst_duration": 0.02, "tx_idle_duration": 0.08,
         "rx_burst_amount": 300.0, "rx_burst_duration": 0.05, "rx_idle_duration": 0.15,
     }
+    if "step_time" in target_names():  # labels v2: a step of 0.4 s (the compute period)
+        m["step_time"] = 0.4
     m.update(kw.pop("metrics", {}))
     return ResourceProfile(setting, model, m, **kw)
 
@@ -31,11 +33,18 @@ def test_duty_period_mean_by_hand():
     assert [p.duty_cycle(r) for r in RESOURCES] == pytest.approx([0.75, 0.5, 0.2, 0.25])
     assert [p.period_s(r) for r in RESOURCES] == pytest.approx([0.4, 2.0, 0.1, 0.2])
     assert [p.mean_load(r) for r in RESOURCES] == pytest.approx([67.5, 4.0, 80.0, 75.0])
-    assert list(p.metrics) == list(METRICS)
+    assert list(p.metrics) == list(target_names())
 
 
-def test_memory_level_on_gpu_host_is_on_off():
-    # GPU memory (controller busy %) drops to 0 between bursts: mean = 4 x 0.5
+def test_memory_is_a_level_on_every_host_in_labels_v2():
+    # labels v2: memory's amount is the peak allocated MB, held between bursts on GPUs too
+    p = make(setting="gpu-ddp-w4-10g")
+    assert p.device == "gpu" and p.idle_level("memory") == 4.0 and p.mean_load("memory") == pytest.approx(4.0)
+
+
+def test_memory_level_on_gpu_host_is_on_off_in_labels_v1():
+    # labels v1: GPU memory (controller busy %) drops to 0 between bursts: mean = 4 x 0.5
+    use_labels("v1")
     p = make(setting="gpu-ddp-w4-10g")
     assert p.device == "gpu"
     assert p.idle_level("memory") == 0.0
@@ -75,10 +84,12 @@ def test_validation_errors():
 
 
 def test_from_array_keeps_metrics_order():
-    p = ResourceProfile.from_array("cpu-ddp-w2-lo", "x", np.arange(12.0))
+    n = len(target_names())  # 13 in labels v2: the 12 metrics, then the step time
+    p = ResourceProfile.from_array("cpu-ddp-w2-lo", "x", np.arange(float(n)))
     assert p.metrics["compute_burst_amount"] == 0.0 and p.metrics["rx_idle_duration"] == 11.0
-    with pytest.raises(DripleError, match="12"):
-        ResourceProfile.from_array("cpu-ddp-w2-lo", "x", np.arange(11.0))
+    assert list(p.metrics) == list(target_names())
+    with pytest.raises(DripleError, match=str(n)):
+        ResourceProfile.from_array("cpu-ddp-w2-lo", "x", np.arange(n - 1.0))
 
 
 def test_timeseries_levels_period_and_phase():
@@ -115,8 +126,8 @@ def test_to_dict_schema_and_round_trip():
     d = json.loads(json.dumps(p.to_dict()))  # JSON-able
     assert set(d) == {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
                       "idle_levels", "notes", "resources", "batch_size", "workers", "throughput"}
-    assert d["schema"] == "driple-profile/2" and d["throughput"] is None  # v1 labels: no step time
-    assert list(d["metrics"]) == list(METRICS)
+    assert d["schema"] == "driple-profile/2" and d["throughput"] is None  # no batch size: no throughput
+    assert list(d["metrics"]) == list(target_names())
     assert d["units"]["tx_burst_amount"] == "MB/s" and d["units"]["tx_idle_duration"] == "s"
     assert d["intervals"] == {"tx_burst_amount": [350.0, 450.0]}
     assert set(d["resources"]) == set(RESOURCES)
@@ -137,15 +148,20 @@ def test_to_dict_schema_and_round_trip():
 
 def test_describe_says_the_numbers():
     lines = make().describe().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert lines[0] == ("compute busy 75% of the time in 300 ms bursts at 90% of a core, "
                         "idle 100 ms between; mean 67.5% of a core")
-    assert lines[1].startswith("memory holds up to 4% of host memory")
+    assert lines[1] == "memory holds up to 4 MB (peak allocated; peak level 50% of the time, cycle 2.00 s)"
     assert lines[2] == ("network TX busy 20% of the time in 20 ms bursts at 400 MB/s, "
                         "idle 80 ms between; mean 80 MB/s")
     assert "25%" in lines[3] and "50 ms" in lines[3] and "300 MB/s" in lines[3]
+    assert lines[4] == "step time 0.4 s"
     gpu = make(setting="gpu-ddp-w4-10g").describe().splitlines()
-    assert "90% GPU utilisation" in gpu[0] and "memory busy 50% of the time" in gpu[1]
+    assert "90% GPU utilisation" in gpu[0] and gpu[1].startswith("memory holds up to 4 MB (peak allocated")
+    use_labels("v1")  # labels v1: memory in % of host memory (RSS), on/off on GPUs; no step time
+    lines = make().describe().splitlines()
+    assert len(lines) == 4 and lines[1].startswith("memory holds up to 4% of host memory")
+    assert "memory busy 50% of the time" in make(setting="gpu-ddp-w4-10g").describe().splitlines()[1]
 
 
 def test_summary_one_sentence():
