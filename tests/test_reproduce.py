@@ -34,6 +34,9 @@ def shipped(tmp_path, write_dataset, fake_builder, monkeypatch):
 
     monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
     monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
+    # one set of host figures for every training and prior of the test (a measured host differs
+    # between two runs, and the CLI must reproduce the script's numbers exactly)
+    monkeypatch.setenv("DRIPLE_HOST_SPEED", "1e9,1e10")
     data = tmp_path / "datasets"
     lo = write_dataset(data / "cpu-ddp-w2-lo", n_configs=24)
     one_g = write_dataset(data / "cpu-ddp-w2-1g", n_configs=24, setting="cpu-ddp-w2-1g")
@@ -82,9 +85,9 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     assert lo["floor_check"]["mape"]["tx_burst_amount"]["floor"] == 0
     assert lo["coverage"]["mean"]["nominal"] == 0.9 and 0 <= lo["coverage"]["mean"]["mean"] <= 1
     retest = json.loads((out / "retest.json").read_text())["settings"]["cpu-ddp-w2-lo"]
-    # labels v1 (no kmeans_* columns): the metric columns are the v1 k-means labels, reported as such
-    assert set(retest) == {"retest", "v1"}
-    assert retest["v1"]["retest"]["compute_burst_amount"]["median_rel_diff"] == pytest.approx(0.1 / 1.05)
+    # labels v2: the metric columns are the timeline labels (these tables carry no kmeans_* columns)
+    assert {"retest", "timeline", "kmeans"} <= set(retest)
+    assert retest["timeline"]["retest"]["compute_burst_amount"]["median_rel_diff"] == pytest.approx(0.1 / 1.05)
     text = (out / "results.md").read_text()
     assert "### cpu-ddp-w2-1g, family split" in text and "vs floor" in text
     # issue #15's bar, worked out from the same scores: median over the targets, inspector vs best table
@@ -121,14 +124,14 @@ def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_pa
                            "--out", str(out), "--work-dir", str(tmp_path / "work"), "--out-of-zoo", ooz,
                            "--estimators", "mean,hgb,analytic", "--quiet"]) == 0
     section = json.loads((out / "outofzoo.json").read_text())
-    assert section["jobs"] == 6 and section["estimators"] == ["inspector", "mean", "hgb"]  # v1: no analytic
+    assert section["jobs"] == 6 and section["estimators"] == ["inspector", "mean", "hgb", "analytic"]
     assert section["folds"][0]["kind"] == "external" and section["n_test"] == 6
     assert 0 <= section["coverage"]["inspector"]["mean"] <= 1
     assert "## Out-of-zoo: 6 jobs" in (out / "results.md").read_text()
     capsys.readouterr()
     monkeypatch.setenv("DRIPLE_MODELS", str(models))
     assert driple_main(["evaluate", str(models / "cpu-ddp-w2-lo"), "--dataset", str(data / "cpu-ddp-w2-lo"),
-                        "--external", ooz, "--estimators", "mean,hgb", "--quiet", "--json"]) == 0
+                        "--external", ooz, "--estimators", "mean,hgb,analytic", "--quiet", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
     assert cli["scores"] == section["scores"]
     assert driple_main(["evaluate", str(models / "cpu-ddp-w2-lo"), "--dataset", str(data / "cpu-ddp-w2-lo"),
@@ -154,8 +157,9 @@ def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
     assert cov["b"]["mean"] == cov["b"]["step_time"]
 
 
-CORUNS = ROOT / "datasets" / "corun-cpu-ddp-w2-lo"  # measured co-runs of the shipped source setting
-KEEP_CORUN = "corun-4c95671ec7"  # MLP + BERT: two quick graph builds
+SETTING_1G = "cpu-ddp-w2-1g"
+CORUNS = ROOT / "datasets" / "v2" / f"corun-{SETTING_1G}"  # measured co-runs of a shipped setting
+KEEP_CORUN = "corun-9963d4eaa9"  # MLP bs128 + MLP bs64: two quick graph builds
 
 
 def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
@@ -164,9 +168,9 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
     import pandas as pd
 
     data = tmp_path / "datasets"
-    shutil.copytree(ROOT / "datasets" / "cpu-ddp-w2-lo", data / "cpu-ddp-w2-lo",
+    shutil.copytree(ROOT / "datasets" / "v2" / SETTING_1G, data / SETTING_1G,
                     ignore=shutil.ignore_patterns("raw", "processed"))
-    coruns = data / "corun-cpu-ddp-w2-lo"
+    coruns = data / f"corun-{SETTING_1G}"
     shutil.copytree(CORUNS, coruns, ignore=lambda d, names: [n for n in names if n.startswith("corun-")
                                                                and not n.startswith(KEEP_CORUN)])
     table = pd.read_csv(coruns / "coruns.csv")
@@ -174,20 +178,20 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
     out = tmp_path / "eval"
     assert reproduce.main(["--sections", "colocate", "--datasets-dir", str(data), "--models-dir",
                            str(ROOT / "trained_models"), "--out", str(out), "--quiet"]) == 0
-    section = json.loads((out / "colocate.json").read_text())["coruns"]["corun-cpu-ddp-w2-lo"]
+    section = json.loads((out / "colocate.json").read_text())["coruns"][f"corun-{SETTING_1G}"]
     assert [c["corun_id"] for c in section["coruns"]] == [KEEP_CORUN]
     measured = table.set_index("corun_id").loc[KEEP_CORUN]
     assert section["summary"]["compute"]["measured_mean"] == pytest.approx(measured["compute_mean"])
     for name in ("inspector", "solo"):  # one pair, counted once in each confusion table
         assert sum(section["confusion"][name].values()) == 1
     assert len(section["slowdown"]) == 2 and min(section["slowdown"]) > 0
-    assert "### corun-cpu-ddp-w2-lo (1 co-runs" in (out / "results.md").read_text()
+    assert f"### corun-{SETTING_1G} (1 co-runs" in (out / "results.md").read_text()
     capsys.readouterr()
 
     spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert script.main(["--coruns", str(coruns), "--solo", str(data / "cpu-ddp-w2-lo"),
+    assert script.main(["--coruns", str(coruns), "--solo", str(data / SETTING_1G),
                         "--json", str(tmp_path / "co.json")]) == 0
     alone = json.loads((tmp_path / "co.json").read_text())
     for res, row in section["summary"].items():

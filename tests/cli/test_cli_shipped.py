@@ -64,7 +64,7 @@ def test_commands_refuse_shipped_directories(checkout, capsys):
 def test_the_repository_inspectors_are_refused_untouched(capsys):
     card = ROOT / "trained_models" / "cpu-ddp-w2-lo" / "inspector.pt"
     before = hashlib.sha256(card.read_bytes()).hexdigest()
-    assert main(["train", "--dataset", str(ROOT / "datasets" / "cpu-ddp-w2-lo"),
+    assert main(["train", "--dataset", str(ROOT / "datasets" / "v2" / "cpu-ddp-w2-lo"),
                  "--out", str(ROOT / "trained_models" / "cpu-ddp-w2-lo")]) == 2
     assert "shipped inspector directory" in capsys.readouterr().err
     assert hashlib.sha256(card.read_bytes()).hexdigest() == before
@@ -87,11 +87,15 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     training = {k: getattr(options, k) for k in ("lr", "weight_decay", "epochs", "patience",
                                                  "batch_size", "target_scaling", "seed")}
     assert training == {k: state["training"][k] for k in training}
-    assert config_.kind == "gnn" and not config_.residual
-    assert (args.epochs, args.patience, args.repeats) == (150, 20, 10)
+    assert config_.kind == state["configuration"]["kind"] == "hybrid" and config_.residual
+    assert (args.epochs, args.patience, args.repeats) == (300, 30, 10)
+    assert args.trees and state.get("trees") is not None  # the shipped source is averaged with trees
     config = state["config"]
     assert (args.hidden, args.repeats, args.dropout) == (
         config["hidden_channels"], config["num_repeats"], config["dropout"])
     assert args.graph_attr == bool(config["graph_channels"])
-    assert {"groups": args.groups, "grouping": args.grouping, "features": args.features} == state["builder"]
+    from driple.graph.grouping import DEFAULT_SEED
+
+    assert {"groups": args.groups, "grouping": args.grouping, "features": args.features,
+            "seed": DEFAULT_SEED} == state["builder"]
     assert args.split == state["split"]["kind"]
