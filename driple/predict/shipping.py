@@ -122,6 +122,7 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
         f"- options: {json.dumps({k: training[k] for k in sorted(training)})}",
         f"- {history.get('epochs', '?')} epochs (best {history.get('best_epoch', '?')}) in "
         f"{history.get('seconds', 0):.0f} s",
+        *selection_lines(info),
         "", "## Scores on the test jobs", "",
         "| metric | unit | NRMSE | MAPE | interval coverage |", "|---|---|---|---|---|",
     ]
@@ -142,6 +143,21 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
         f"{platform.node() or 'this host'}; versions {json.dumps(_versions())}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def selection_lines(info: dict) -> list:
+    """The card's lines on how the configuration was chosen (``info["selection"]``, recorded by
+    ``scripts/ship_inspectors.py --select-models``): the candidates' validation scores."""
+    selection = info.get("selection")
+    if not selection:
+        return []
+    ranked = sorted(selection.get("candidates", {}).items(), key=lambda kv: kv[1])
+    unit = "%" if "mape" in selection.get("by", "") else ""
+    scores = ", ".join(f"{name} {value:.3g}{unit}" for name, value in ranked)
+    source = (info.get("transfer") or {}).get("from_setting")
+    whose = f"the source's configuration, chosen on {source}'s" if source else "chosen on the"
+    return [f"- {whose} validation jobs only ({selection.get('by', '?')}): "
+            f"**{selection.get('chosen', '?')}** among {scores}"]
 
 
 def _model_words(inspector, config: dict) -> str:
