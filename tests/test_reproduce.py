@@ -97,6 +97,13 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     best = min(("mean", "hgb"), key=med.get)
     assert (f"best table model ({best}) {med[best]:.0f}%: the inspector is {1 - med['inspector'] / med[best]:.0%} "
             "lower") in text
+    # --cards puts the same tables into each card, once however often it runs
+    for _ in range(2):
+        assert reproduce.main(["--report", "--cards", "--datasets-dir", str(data), "--models-dir", str(models),
+                               "--out", str(out), "--quiet"]) == 0
+    card = (models / "cpu-ddp-w2-lo" / "MODEL_CARD.md").read_text()
+    assert card.count(reproduce.CARD_HEADING) == 1 and card.index(reproduce.CARD_HEADING) < card.index("## Reproduce")
+    assert "### family split" in card and "Median over the targets: inspector" in card
     capsys.readouterr()
 
     monkeypatch.setenv("DRIPLE_MODELS", str(models))
