@@ -1,7 +1,7 @@
 """Write the job grids of the shipped v2 datasets (deterministic: re-running writes the same files).
 
     python scripts/make_grids.py --out grids/      # then, per setting, on a quiet host:
-    driple collect sweep --grid grids/cpu-ddp-w2-lo.yaml --out datasets/cpu-ddp-w2-lo --overwrite-shipped ...
+    driple collect sweep --grid grids/cpu-ddp-w2-lo.yaml --out datasets/v2/cpu-ddp-w2-lo --overwrite-shipped ...
 
 - every setting: the first N of the zoo's balanced sweep (``driple.zoo.sweep_configs(seed=0)``:
   11 families, several sizes, batch sizes and optimizers, 30 ms - 1.2 s per step), so that any
