@@ -35,7 +35,8 @@ from torch_geometric.data import Data, InMemoryDataset
 from driple.csvtable import read_csv
 from driple.errors import DripleError
 from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED
-from driple.metrics import target_names, targets
+from driple import metrics
+from driple.metrics import target_names
 
 CACHE_VERSION = 2  # bump when the cached graph layout changes (2: graph_features)
 CONFIG_COLUMNS = ("model", "knobs", "batch_size", "optimizer", "setting")
@@ -144,16 +145,11 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
         raise DripleError(f"{path} not found: a dataset directory holds the collector's "
                           "results.csv (run `driple collect sweep ...` first)")
     frame = read_csv(path, dtype={"job_id": str, "knobs": str})
-    # a table that is not a collector's at all says which columns it lacks; one of the other
-    # label version says that (it lacks only the other version's targets)
-    for check_labels in (False, True):
-        if check_labels:
-            check_label_version(frame, path)
-        wanted = ("job_id", "status", *CONFIG_COLUMNS, *(target_names() if check_labels else _resource_metrics()))
-        missing = [c for c in wanted if c not in frame]
-        if missing:
-            raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
-                              "results.csv?")
+    # a table that is not a collector's says which columns it lacks; one of the other label
+    # version (it lacks only that version's targets) says so
+    _require_columns(frame, path, ("job_id", "status", *CONFIG_COLUMNS, *metrics.METRICS))
+    check_label_version(frame, path)
+    _require_columns(frame, path, target_names())
     frame = frame.drop_duplicates("job_id", keep="last")
     frame = frame[frame["status"].astype(str) == "ok"]
     if max_contention is not None and "host_other_cpu_pct" in frame:
@@ -162,9 +158,11 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
     return frame.reset_index(drop=True)
 
 
-def _resource_metrics() -> tuple:
-    """The burst/idle targets of the declared resources (every label version has them)."""
-    return tuple(t.name for t in targets() if t.resource is not None)
+def _require_columns(frame, path: str, columns) -> None:
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise DripleError(f"{path} lacks the column(s) {', '.join(missing)}; is it a collector "
+                          "results.csv?")
 
 
 def dataset_label_version(frame) -> str:

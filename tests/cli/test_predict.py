@@ -3,7 +3,7 @@ import json
 
 from driple.cli import main
 from driple.predict.colocate import slot_capacity
-from driple.metrics import TARGETS as METRICS  # every declared target (labels v2: with the step time)
+from driple.metrics import TARGETS  # every declared target (labels v2: with the step time)
 
 PROFILE_KEYS = {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage",
                 "resources", "inspector", "timings_s"}
@@ -14,8 +14,8 @@ def test_predict_json_schema(registry, capsys):
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert PROFILE_KEYS <= set(out)
-    assert list(out["metrics"]) == list(METRICS)
-    assert set(out["intervals"]) == set(METRICS) and out["nominal_coverage"] == 0.9
+    assert list(out["metrics"]) == list(TARGETS)
+    assert set(out["intervals"]) == set(TARGETS) and out["nominal_coverage"] == 0.9
     assert set(out["resources"]) == {"compute", "memory", "tx", "rx"}
     assert out["setting"] == "cpu-ddp-w2-lo" and out["timings_s"]["total"] > 0
 

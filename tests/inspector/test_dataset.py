@@ -10,21 +10,14 @@ from driple.metrics import METRICS
 from driple.metrics import target_names
 
 N_TARGETS = len(target_names())  # the declared targets (labels v2: the 12 metrics and the step time)
-#: A results row's columns after ``iteration_s`` (conftest's write_results): labels v2 add the
-#: step time and the labeller's name.
-V2 = "step_time" in target_names()
 
 
-def tail(step: str) -> list:
-    return [step, "timeline-v2" if step else ""] if V2 else []
-
-
-def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset, tmp_path):
+def test_dataset_from_results_csv(fake_builder, synthetic_targets, write_dataset, tmp_path, label_columns):
     bad = ",".join(["j900", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
-                   + ["" for _ in METRICS] + [""] + tail(""))
+                   + ["" for _ in METRICS] + [""] + label_columns("")[1])
     # j001 ran again and failed: its last row counts
     retried = ",".join(["j001", "cpu-ddp-w2-lo", "net0", "alpha", '"{}"', "8", "sgd", "failed"]
-                       + ["" for _ in METRICS] + [""] + tail(""))
+                       + ["" for _ in METRICS] + [""] + label_columns("")[1])
     root = write_dataset(tmp_path / "S", n_configs=4, repeats=2, extra_rows=[bad, retried])
     ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
     assert len(ds) == 7  # the failed jobs are left out
@@ -125,9 +118,9 @@ def test_parallel_build_matches_serial(fake_builder, write_dataset, tmp_path):
         assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
 
 
-def test_dataset_skips_unbuildable_graphs(fake_builder, write_dataset, tmp_path):
+def test_dataset_skips_unbuildable_graphs(fake_builder, write_dataset, tmp_path, label_columns):
     row = ",".join(["j900", "cpu-ddp-w2-lo", "broken", "delta", '"{}"', "8", "sgd", "ok"]
-                   + ["1" for _ in METRICS] + ["0.1"] + tail("1"))
+                   + ["1" for _ in METRICS] + ["0.1"] + label_columns("1")[1])
     root = write_dataset(tmp_path / "S", n_configs=3, extra_rows=[row])
     with pytest.warns(UserWarning, match="1 of 4 graph"):
         ds = InspectorDataset(root, builder=fake_builder, builder_id="fake", progress=False)
