@@ -133,7 +133,7 @@ def evaluate_coruns(coruns: str, setting: str | None = None, solo: str | None = 
     setting = setting or str(table["setting"].iloc[0])
     predictor = Predictor.load(inspector or setting)
     jobs = load_results(coruns).set_index("job_id")
-    solo_dir = solo or os.path.join(ROOT, "datasets", "v2", setting)
+    solo_dir = solo or os.path.join(os.path.dirname(os.path.abspath(coruns)), setting)  # beside it
     solo_rows = load_results(solo_dir).set_index("job_id") if os.path.exists(solo_dir) else pd.DataFrame()
     series = read_corun(coruns)
     capacity = corun_capacity(setting)
@@ -233,7 +233,8 @@ def main(argv=None) -> int:
     p.add_argument("--coruns", required=True, help="co-run dataset directory (driple collect corun --out)")
     p.add_argument("--setting", default=None,
                    help="inspector: a shipped setting id or a checkpoint path (default: the co-runs' setting)")
-    p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default datasets/v2/<setting>)")
+    p.add_argument("--solo", default=None, help="dataset with the jobs' solo runs (default: <setting>/ beside the co-runs, "
+                   "measured on the same host)")
     p.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN,
                    help="a pair fits when no job of it slowed down by more than this factor against "
                    f"its solo run (default {MAX_SLOWDOWN})")

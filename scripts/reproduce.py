@@ -40,8 +40,10 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   source setting; chosen on validation NRMSE, test NRMSE reported beside it.
 
 The report (``results.md`` beside the JSON files) holds the tables the README quotes.
-Datasets are ``<datasets-dir>/<setting>``; with ``--work-dir`` their ``results.csv`` is copied
-there first and the graphs are built there, so the datasets directory is only read.
+A setting's dataset is the one ``<datasets-dir>/settings.json`` names (with the CPU model that
+measured it; see :mod:`driple.setting_datasets`), else ``<datasets-dir>/<setting>``; its retest
+and co-runs sit beside it. With ``--work-dir`` each ``results.csv`` is copied there first and
+the graphs are built there, so the datasets directory is only read.
 """
 from __future__ import annotations
 
@@ -68,7 +70,10 @@ class Context:
         from driple.predict.registry import models_dir
 
         self.args = args
+        from driple.setting_datasets import SettingDatasets
+
         self.datasets = os.path.abspath(args.datasets_dir)
+        self.index = SettingDatasets.load(self.datasets)
         self.models = os.path.abspath(args.models_dir) if args.models_dir else str(models_dir())
         self.out = os.path.abspath(args.out) if args.out else os.path.join(self.models, "evaluation")
         self.work = os.path.abspath(args.work_dir) if args.work_dir else None
@@ -76,7 +81,7 @@ class Context:
         self.copied: set = set()  # settings copied to the work dir in this run (one snapshot each)
 
     def dataset_dir(self, setting: str) -> str:
-        return os.path.join(self.datasets, setting)
+        return self.index.dataset_dir(setting)
 
     def dataset(self, setting: str, builder: dict, root: str | None = None):
         """The inspector dataset of ``setting`` (at ``root``, default its directory under the
@@ -119,7 +124,9 @@ class Context:
 
         shipped = [e["setting"] for e in list_settings(self._root())]
         chosen = self.args.settings or shipped
-        return [s for s in chosen if os.path.exists(os.path.join(self.dataset_dir(s), "results.csv"))]
+        measured = set(self.index.settings())
+        return [s for s in chosen if s in measured
+                and os.path.exists(os.path.join(self.dataset_dir(s), "results.csv"))]
 
     def source_setting(self) -> str:
         from driple.predict.registry import load_registry
@@ -186,11 +193,12 @@ def section_labels(ctx: Context) -> None:
     from driple.collect.relabel import check_dataset
 
     out = {}
-    for name in sorted(os.listdir(ctx.datasets)):
-        path = os.path.join(ctx.datasets, name)
+    paths = [os.path.join(c, n) for c in ctx.index.collections() for n in sorted(os.listdir(c))]
+    for path in paths:
         if not os.path.exists(os.path.join(path, "results.csv")):
             continue
-        if ctx.args.settings and name not in ctx.args.settings:
+        name = _shown(path) if ctx.index.indexed else os.path.basename(path)
+        if ctx.args.settings and os.path.basename(path) not in ctx.args.settings:
             continue
         out[name] = {}
         for labeller in LABELLERS:
@@ -211,8 +219,7 @@ def section_retest(ctx: Context) -> None:
     from driple.metrics import METRICS
 
     out = ctx.kept("retest", "settings")
-    names = [n for n in sorted(os.listdir(ctx.datasets)) if not n.endswith("-retest")]
-    for setting in names:
+    for setting in ctx.index.settings():
         first = ctx.dataset_dir(setting)
         again = retest_dir(first)
         if again is None or (ctx.args.settings and setting not in ctx.args.settings):
@@ -230,8 +237,35 @@ def section_retest(ctx: Context) -> None:
             ok = [c for c, v in table["labels"].items() if v.get("n") and v["median_diff"] <= RETEST_TOLERANCE]
             _say(f"retest {setting} ({'v1' if v1 else labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
                  f"{len(table['labels'])} labels within {RETEST_TOLERANCE:.0%} median difference")
+        other = _same_grid_elsewhere(ctx, setting)
+        if other:  # the same jobs measured on another host: how far apart two CPU models are
+            from driple.collect.retest import host_ratio_table
+
+            entry["other_host"] = {"dataset": _shown(other), "cpu_model": _cpu_of(other),
+                                   **host_ratio_table(first, other)}
         out[setting] = entry
     ctx.save("retest", {"settings": out, "tolerance": RETEST_TOLERANCE})
+
+
+def _same_grid_elsewhere(ctx: Context, setting: str) -> str | None:
+    """A dataset of ``setting`` in another collection than the indexed one (another host):
+    ``<datasets-dir>/<collection>/<name>``."""
+    mine = ctx.dataset_dir(setting)
+    if not ctx.index.indexed:
+        return None
+    for collection in sorted(os.listdir(ctx.datasets)):
+        path = os.path.join(ctx.datasets, collection, os.path.basename(mine))
+        if os.path.abspath(path) != os.path.abspath(mine) and os.path.exists(os.path.join(path, "results.csv")):
+            return path
+    return None
+
+
+def _cpu_of(dataset: str) -> str | None:
+    from driple.collect.results import load_results
+
+    table = load_results(dataset)
+    models = sorted(set(table["cpu_model"].dropna().astype(str))) if "cpu_model" in table else []
+    return ", ".join(models) or None
 
 
 def _coverage(report: dict, nominal: float) -> dict:
@@ -353,16 +387,16 @@ def section_colocate(ctx: Context) -> None:
 
     shipped = set(ctx.settings())
     out = {}
-    for name in sorted(os.listdir(ctx.datasets)):
-        setting = name[len("corun-"):] if name.startswith("corun-") else None
-        if setting not in shipped:
+    for setting in ctx.index.settings():
+        coruns, name = ctx.index.corun_dir(setting), f"corun-{setting}"
+        if setting not in shipped or not os.path.exists(os.path.join(coruns, "coruns.csv")):
             continue
         path, _ = resolve(setting, root=ctx._root())
-        result = evaluate_coruns(ctx.dataset_dir(name), setting=setting, solo=ctx.dataset_dir(setting),
+        result = evaluate_coruns(coruns, setting=setting, solo=ctx.dataset_dir(setting),
                                  inspector=str(path))
         _say(format_result(result) + "\n")
         out[name] = {**result, "command_of_a_row": f"python scripts/eval_colocate.py --coruns "
-                                                   f"<datasets>/{name} --setting <models>/{setting}"}
+                                                   f"{_shown(coruns)} --setting <models>/{setting}"}
     if not out:
         _say("colocate: no corun-<setting> dataset with an inspector; skipped")
         return
@@ -489,6 +523,18 @@ def _report_retest(retest) -> list[str]:
                              f"{_f(100 * w['median_diff'], True) if w.get('n') else '-'} | "
                              f"{_f(fl.get('nrmse'))} | {_f(fl.get('mape'), True)} | {ok} |")
             lines.append("")
+    for setting, entry in retest["settings"].items():
+        other = entry.get("other_host")
+        if not other or not other.get("labels"):
+            continue
+        lines += [f"### {setting}: the same jobs on another host", "",
+                  f"{other['jobs']} jobs measured both in the shipped dataset and in "
+                  f"`{other['dataset']}` ({other.get('cpu_model') or '?'}). Median ratio shipped / "
+                  "other, with the middle half of the jobs: the hardware is part of the setting.", "",
+                  "| label | median ratio | 25-75 % |", "|---|---|---|"]
+        for label, v in other["labels"].items():
+            lines.append(f"| {label} | {v['median_ratio']:.2f} | {v['q25']:.2f}-{v['q75']:.2f} |")
+        lines.append("")
     return lines
 
 
@@ -753,8 +799,9 @@ def main(argv=None) -> int:
     p.add_argument("--cards", action="store_true",
                    help="also write each setting's accuracy tables (every estimator per target, both "
                    "splits) into its shipped model card")
-    p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets", "v2"),
-                   help="directory of <setting>/ and <setting>-retest/ datasets (default: the shipped ones)")
+    p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets"),
+                   help="datasets directory: its settings.json names each setting's dataset (else "
+                   "<setting>/ and <setting>-retest/ in it); default: the shipped datasets/")
     p.add_argument("--models-dir", default=None,
                    help="registry of the inspectors whose configurations are evaluated (default: the shipped one)")
     p.add_argument("--out", default=None, help="where the JSON and results.md go (default <models dir>/evaluation)")

@@ -45,7 +45,9 @@ def main(argv=None) -> int:
     p.add_argument("--source", default="cpu-ddp-w2-lo")
     p.add_argument("--targets", default="cpu-ddp-w2-1g,cpu-ps-p1w2-1g",
                    help="comma-separated target settings (default: both 1g settings)")
-    p.add_argument("--datasets", default=os.path.join(ROOT, "datasets", "v2"))
+    p.add_argument("--datasets", default=os.path.join(ROOT, "datasets"),
+                   help="datasets directory: its settings.json names each setting's dataset and CPU "
+                   "model (else <setting>/ in it); default: the shipped datasets/")
     p.add_argument("--out", default=os.path.join(ROOT, "trained_models"))
     p.add_argument("--groups", type=int, default=100)
     p.add_argument("--grouping", default="uniform")
@@ -91,8 +93,10 @@ def main(argv=None) -> int:
     options = TrainOptions(epochs=args.epochs, patience=args.patience,
                            target_scaling=args.target_scaling or "max", seed=args.seed)
 
+    from driple.setting_datasets import SettingDatasets
+
     def load(setting):
-        root = os.path.join(args.datasets, setting)
+        root = index.dataset_dir(setting)
         if not os.path.exists(os.path.join(root, "results.csv")):
             raise DripleError(f"no dataset for {setting} at {root}")
         return InspectorDataset(os.path.relpath(root, ROOT) if root.startswith(ROOT) else root,
@@ -100,10 +104,14 @@ def main(argv=None) -> int:
                                 workers=args.build_workers)
 
     try:
+        index = SettingDatasets.load(os.path.abspath(args.datasets))
+        mixed = index.check_cpu_models()  # one CPU model per dataset, the one the index names
+        if mixed:
+            raise DripleError("the datasets do not match settings.json: " + "; ".join(mixed))
         os.chdir(ROOT)  # datasets are recorded relative to the repository
         t0 = time.perf_counter()
         if args.reuse_source:
-            source = _shipped_source(args.source, args.datasets, args.out)
+            source = _shipped_source(args.source, index.dataset_dir(args.source), args.out)
             print(f"{args.source}: the shipped inspector, kept", flush=True)
         else:
             source, entry, cov = _ship_source(args, load, options, command)
@@ -176,7 +184,7 @@ def _ship_source(args, load, options, command):
     return source, entry, cov
 
 
-def _shipped_source(setting, datasets, root):
+def _shipped_source(setting, dataset, root):
     """The shipped source inspector; its training jobs' label range added if it has none."""
     from pathlib import Path
 
@@ -191,7 +199,7 @@ def _shipped_source(setting, datasets, root):
     ts = inspector.target_scaler
     if ts.low_ is None:
         train = set((inspector.info.get("split") or {}).get("train", []))
-        table = load_results(os.path.join(datasets, setting)).set_index("job_id")
+        table = load_results(dataset).set_index("job_id")
         y = table.loc[sorted(train & set(table.index)), list(inspector.targets)].astype(float).to_numpy()
         ts.low_, ts.high_ = np.nanmin(y, axis=0).tolist(), np.nanmax(y, axis=0).tolist()
         saved = inspector.save(str(Path(path).parent))

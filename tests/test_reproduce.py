@@ -146,6 +146,31 @@ def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_pa
     assert "--external scores the inspector as trained" in capsys.readouterr().err
 
 
+def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tmp_path, write_dataset):
+    """With a settings.json, a setting's dataset (and its retest beside it) is the one the index
+    names; the same grid measured in another collection (another host) is compared label by label."""
+    import pandas as pd
+
+    data = tmp_path / "datasets"
+    for d in ("new-host/cpu-ddp-w2-lo", "new-host/cpu-ddp-w2-lo-retest", "old-host/cpu-ddp-w2-lo"):
+        write_dataset(data / d, n_configs=6)
+    old = data / "old-host" / "cpu-ddp-w2-lo" / "results.csv"
+    table = pd.read_csv(old)
+    table["step_time"] *= 1.25  # the old host was slower
+    table.to_csv(old, index=False)
+    (data / "settings.json").write_text(json.dumps({"format": "driple-setting-datasets", "settings": {
+        "cpu-ddp-w2-lo": {"dataset": "new-host/cpu-ddp-w2-lo", "cpu_model": "?"}}}))
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "retest", "--datasets-dir", str(data), "--out", str(out), "--quiet"]) == 0
+    entry = json.loads((out / "retest.json").read_text())["settings"]["cpu-ddp-w2-lo"]
+    assert entry["retest"].endswith(os.path.join("new-host", "cpu-ddp-w2-lo-retest"))
+    other = entry["other_host"]
+    assert other["jobs"] == 6 and other["dataset"].endswith(os.path.join("old-host", "cpu-ddp-w2-lo"))
+    assert other["labels"]["step_time"]["median_ratio"] == pytest.approx(1 / 1.25)
+    assert other["labels"]["compute_burst_amount"]["median_ratio"] == pytest.approx(1)
+    assert "### cpu-ddp-w2-lo: the same jobs on another host" in (out / "results.md").read_text()
+
+
 def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
     """The analytic estimator predicts step time only: its other targets get no coverage (not 0)."""
     import numpy as np

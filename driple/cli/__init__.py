@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     interrupts.reset()
+    interrupts.restore_ctrl_c()
     try:
         code = int(args.func(args) or 0)
         return interrupts.exit_status() if code == 130 else code

@@ -106,3 +106,26 @@ def worker_table(dataset_dir: str | Path, labeller: str = "timeline", jobs=None)
         out["labels"][c] = _summary(*differences(arr[:, 0], arr[:, 1], step,
                                                  not c.endswith("amount") and c != "step_time"))
     return out
+
+
+def host_ratio_table(dataset_dir: str | Path, other_dir: str | Path) -> dict:
+    """Per timeline label: the median ratio ``dataset / other`` over the jobs both measured
+    (ok in both), e.g. the same grid on two CPU models. How far apart two hosts are is why
+    rows of another CPU model make another setting."""
+    from driple.collect.results import load_results
+
+    a = load_results(dataset_dir).set_index("job_id")
+    b = load_results(other_dir).set_index("job_id")
+    jobs = [j for j in a.index if j in b.index and a.loc[j, "status"] == "ok" and b.loc[j, "status"] == "ok"]
+    out = {"jobs": len(jobs), "labels": {}}
+    for col in _columns("timeline"):
+        if not jobs or col not in a.columns or col not in b.columns:
+            continue
+        x = a.loc[jobs, col].astype(float).to_numpy()
+        y = b.loc[jobs, col].astype(float).to_numpy()
+        ok = np.isfinite(x) & np.isfinite(y) & (y > 0) & (x > 0)
+        if ok.any():
+            r = x[ok] / y[ok]
+            out["labels"][col] = {"n": int(ok.sum()), "median_ratio": float(np.median(r)),
+                                  "q25": float(np.quantile(r, 0.25)), "q75": float(np.quantile(r, 0.75))}
+    return out

@@ -135,11 +135,14 @@ class GraphInputs:
         return prior_matrix(np.atleast_2d(np.asarray(graph_features, dtype=np.float64)),
                             self.setting, self.host, list(names))
 
-    def for_setting(self, setting: str) -> "GraphInputs":
-        """A copy for another setting (transfer learning: the target setting's link rate), with
-        the same scaling statistics."""
+    def for_setting(self, setting: str, host: Optional[HostSpeed] = None) -> "GraphInputs":
+        """A copy for another setting (transfer learning: the target setting's link rate and,
+        when the target was measured on other hardware, its ``host`` figures), with the same
+        scaling statistics."""
         other = copy.copy(self)
         other.setting = str(setting)
+        if host is not None:
+            other.host = host
         return other
 
     def to_dict(self) -> dict:

@@ -290,27 +290,37 @@ def _builder_of(graphs: Sequence) -> dict:
     return {}
 
 
+def recorded_host(graphs):
+    """The host figures recorded with a dataset (``provenance.json`` entry ``host_speed``,
+    measured on the host that measured its jobs), or None."""
+    import json
+    import os.path as osp
+
+    from driple.graph.host_speed import HostSpeed
+
+    root = getattr(graphs, "root", None)
+    if not root or not osp.exists(osp.join(root, "provenance.json")):
+        return None
+    try:
+        with open(osp.join(root, "provenance.json")) as f:
+            record = json.load(f).get("host_speed")
+    except (OSError, ValueError):
+        return None
+    return HostSpeed.from_dict(record) if record else None
+
+
 def training_host(graphs: Sequence, host=None):
     """The host figures to record with an inspector trained on ``graphs``
     (:class:`~driple.graph.host_speed.HostSpeed`): ``host`` when given; else the dataset's
     ``provenance.json`` entry ``host_speed``; else ``$DRIPLE_HOST_SPEED``; else measured now on
     this host, which must be the CPU model the jobs were measured on (rows' ``cpu_model``)."""
-    import json
-    import os.path as osp
-
     from driple.graph.host_speed import HostSpeed, cpu_model, environment_host_speed, measure_host_speed
 
     if host is not None:
         return host if isinstance(host, HostSpeed) else HostSpeed.from_dict(host)
-    root = getattr(graphs, "root", None)
-    if root and osp.exists(osp.join(root, "provenance.json")):
-        try:
-            with open(osp.join(root, "provenance.json")) as f:
-                record = json.load(f).get("host_speed")
-        except (OSError, ValueError):
-            record = None
-        if record:
-            return HostSpeed.from_dict(record)
+    recorded = recorded_host(graphs)
+    if recorded is not None:
+        return recorded
     given = environment_host_speed()
     if given is not None:
         return given

@@ -31,7 +31,7 @@ from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
 from driple.inspector.model import Inspector, build_model
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
-from driple.inspector.train import TrainOptions, feature_names_for, fit, score_split
+from driple.inspector.train import TrainOptions, feature_names_for, fit, recorded_host, score_split
 
 SCHEMES = ("paper", "mlp", "scratch")
 
@@ -166,8 +166,11 @@ def finetune(
         raise DripleError("a features-only inspector has no graph layers to split: transfer it "
                           "with scheme 'mlp' (all of it is an MLP) or 'scratch'")
     graph_inputs = None
-    if source.graph_inputs is not None:  # priors of the target setting: its link rate
-        graph_inputs = source.graph_inputs.for_setting(dataset.setting)
+    if source.graph_inputs is not None:  # priors of the target setting: its link rate and host
+        host = recorded_host(dataset)
+        if host is None:
+            _check_same_cpu(dataset, source.graph_inputs.host)
+        graph_inputs = source.graph_inputs.for_setting(dataset.setting, host=host)
     if scheme == "scratch":
         names = feature_names_for(dataset.feature_set, train[0].x.size(1))
         feature_scaler = FeatureScaler(names).fit(train)
@@ -218,3 +221,16 @@ def _trainable_during(model: Inspector, scheme: str) -> int:
     if scheme != "scratch":
         freeze_for_transfer(probe, scheme)
     return trainable_parameters(probe)
+
+
+def _check_same_cpu(dataset, host) -> None:
+    """A target measured on another CPU model than the source's host figures needs figures of
+    its own: the priors would divide by the wrong hardware's speed."""
+    frame = getattr(dataset, "frame", None)
+    measured_on = sorted(set(frame["cpu_model"].dropna().astype(str))) if frame is not None and \
+        "cpu_model" in frame else []
+    if host.cpu_model and measured_on and any(m != host.cpu_model for m in measured_on):
+        raise DripleError(
+            f"the target jobs were measured on {', '.join(measured_on)}, the source's priors use "
+            f"figures of {host.cpu_model}: add the target host's `python scripts/bench_host_speed.py "
+            "--loopback --json` figures as host_speed to its dataset's provenance.json")

@@ -233,3 +233,37 @@ def test_which_host_figures_an_inspector_records(dataset, monkeypatch, tmp_path)
     with pytest.raises(DripleError, match="flops_per_s,memory_bytes_per_s"):
         monkeypatch.setenv("DRIPLE_HOST_SPEED", "fast")
         training_host(dataset)
+
+
+def test_a_target_on_other_hardware_gets_its_own_host_figures(dataset, tmp_path, write_dataset, fake_builder):
+    """Transfer to a target measured on another CPU model: its priors divide by the target
+    host's figures (its provenance), or the transfer is refused when it has none."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.transfer import finetune
+
+    config, options = preset("hybrid", **TINY)
+    split = random_split(dataset)
+    source = train_inspector(dataset[split.train], dataset[split.val], options, config, host=HOST,
+                             progress=False)
+    root = Path(write_dataset(tmp_path / "cpu-ps-p1w2-1g", setting="cpu-ps-p1w2-1g"))
+    table = pd.read_csv(root / "results.csv")
+    table["cpu_model"] = "Other CPU"
+    table.to_csv(root / "results.csv", index=False)
+    target = InspectorDataset(str(root), builder=fake_builder, builder_id="fake", progress=False)
+    with pytest.raises(DripleError, match="measured on Other CPU, the source's priors use figures of"):
+        finetune(source, target, options=options, progress=False)
+
+    other = {**HOST.to_dict(), "flops_per_s": HOST.flops_per_s / 2, "cpu_model": "Other CPU"}
+    (root / "provenance.json").write_text(json.dumps({"host_speed": other}))
+    target = InspectorDataset(str(root), builder=fake_builder, builder_id="fake", progress=False)
+    tuned = finetune(source, target, options=options, progress=False)
+    assert tuned.host.cpu_model == "Other CPU" and source.host == HOST
+    step = list(tuned.targets).index("step_time")
+    on_source_host = source.graph_inputs.for_setting("cpu-ps-p1w2-1g").target_priors(
+        stack_graph_features([target[0]]), source.target_priors)
+    assert tuned.priors([target[0]])[0, step] > on_source_host[0, step]  # half the FLOP/s: a longer step
