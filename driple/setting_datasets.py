@@ -108,7 +108,7 @@ class SettingDatasets:
     def check_cpu_models(self) -> list[str]:
         """Problems with the index's CPU models: a dataset holding rows of another CPU model
         than its entry names (or of several). Empty when every dataset holds its own."""
-        from driple.collect.results import load_results
+        from driple.csvtable import read_csv
 
         problems = []
         for setting, entry in self.entries.items():
@@ -116,7 +116,7 @@ class SettingDatasets:
             if not os.path.exists(path):
                 problems.append(f"{setting}: no {path}")
                 continue
-            table = load_results(os.path.dirname(path))
+            table = read_csv(path).drop_duplicates("job_id", keep="last")  # a re-run job: its last row
             ok = table[table["status"] == "ok"]
             found = sorted(set(ok["cpu_model"].fillna("?").astype(str))) if "cpu_model" in ok else ["?"]
             if found != [entry.get("cpu_model")]:
