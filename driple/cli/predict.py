@@ -121,6 +121,8 @@ def run_settings(args: argparse.Namespace) -> int:
         print(f"{e['setting']}{star}")
         print(f"  {e.get('description', '')}")
         print(f"  trained: {e.get('trained', '?')}")
+        if e.get("hardware"):
+            print(f"  measured on: {e['hardware']} (the predictions describe jobs on this hardware)")
         s = e.get("scores") or {}
         parts = []
         if s.get("test_nrmse_mean") is not None:

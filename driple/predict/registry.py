@@ -129,8 +129,9 @@ def resolve(name: Optional[str] = None, root: Optional[Path] = None) -> tuple[Pa
 
 def register(setting: str, checkpoint: str | os.PathLike, *, description: str, trained: str,
              scores: dict, card: Optional[str] = None, default: bool = False,
-             root: Optional[Path] = None) -> dict:
-    """Add or replace the entry of ``setting`` (checksum computed here); returns the entry."""
+             root: Optional[Path] = None, hardware: Optional[str] = None) -> dict:
+    """Add or replace the entry of ``setting`` (checksum computed here); returns the entry.
+    ``hardware``: the CPU (or GPU) model its jobs were measured on, which the predictions describe."""
     root = Path(root) if root is not None else models_dir()
     checkpoint = Path(checkpoint).resolve()
     try:
@@ -142,6 +143,8 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
              "description": description, "trained": trained, "scores": scores}
     if card:
         entry["card"] = card
+    if hardware:
+        entry["hardware"] = hardware
     reg["inspectors"] = [e for e in reg["inspectors"] if e["setting"] != setting] + [entry]
     reg["inspectors"].sort(key=lambda e: e["setting"])
     if default or not reg.get("default"):

@@ -217,4 +217,13 @@ def ship(inspector, setting: str, *, description: str, trained: str, command: st
                    "transfer": inspector.info.get("transfer")}, f, indent=2)
     return register(setting, path, description=description, trained=trained,
                     scores=summary_scores(inspector), card=f"{setting}/MODEL_CARD.md",
-                    default=default, root=root)
+                    default=default, root=root, hardware=measured_on(inspector, provenance))
+
+
+def measured_on(inspector, provenance: Optional[dict] = None) -> Optional[str]:
+    """The hardware an inspector's training jobs were measured on: its host figures' CPU model,
+    else the dataset provenance's host."""
+    host = inspector.host
+    if host is not None and host.cpu_model:
+        return host.cpu_model
+    return ((provenance or {}).get("host") or {}).get("cpu_model")

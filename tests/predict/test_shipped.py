@@ -49,3 +49,21 @@ def test_shipped_default_inspector_predicts_as_when_shipped(shipped):
     raw = predictor.inspector.predict(graph)[0]
     profile = dict(zip(predictor.inspector.targets, raw.tolist()))
     assert profile == pytest.approx(RESNET20_B32, rel=1e-5)
+
+
+def test_each_shipped_inspector_names_the_hardware_of_its_dataset(shipped, capsys):
+    """The registry says what hardware each inspector's predictions describe: the CPU model
+    datasets/settings.json records for the setting's dataset (every row of it measured there)."""
+    from pathlib import Path
+
+    from driple.cli import main
+    from driple.predict.registry import CHECKOUT_DIR, load_registry
+    from driple.setting_datasets import SettingDatasets
+
+    index = SettingDatasets.load(Path(__file__).resolve().parents[2] / "datasets")
+    entries = {e["setting"]: e for e in load_registry(CHECKOUT_DIR)["inspectors"]}
+    assert set(entries) == set(SHIPPED)
+    for setting, entry in entries.items():
+        assert entry["hardware"] == index.cpu_model(setting), setting
+    assert main(["settings"]) == 0
+    assert f"measured on: {entries['cpu-ps-p1w2-1g']['hardware']}" in capsys.readouterr().out
