@@ -6,6 +6,7 @@
     python scripts/reproduce.py --sections transfer      #  separate processes: each writes
     python scripts/reproduce.py --report                 #  its JSON, --report merges them
     python scripts/reproduce.py --datasets-dir /copy/of/data --work-dir /tmp/w --out /tmp/w/eval
+    python scripts/reproduce.py --jobs 4                 # the same, 4 processes side by side
 
 Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/evaluation`` unless
 ``--out`` says otherwise):
@@ -791,6 +792,103 @@ def report(ctx: Context) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------- side by side (--jobs)
+def run_side_by_side(ctx: Context, sections: list[str]) -> None:
+    """The sections as ``--jobs`` processes side by side: the accuracy of each setting in a
+    process of its own, the other sections in one more; each child has its own work and output
+    directories, reads one graph cache built here first, and its JSON is merged into
+    ``ctx.out`` (accuracy by setting). Every JSON's ``command`` is this run's."""
+    import multiprocessing as mp
+    import tempfile
+
+    a = ctx.args
+    if ctx.work:
+        os.makedirs(ctx.work, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="reproduce-", dir=ctx.work)
+    graph_cache = a.graph_cache or os.path.join(ctx.work or scratch, "graph-cache")
+    _say(f"side by side ({a.jobs} processes); building every graph first into {graph_cache}")
+    a.graph_cache = graph_cache
+    settings = ctx.settings()
+    for setting in settings:  # one builder, so that no two processes write one cache entry
+        ctx.dataset(setting, ctx.inspector(setting).build_options())
+    if "outofzoo" in sections and os.path.exists(os.path.join(a.out_of_zoo, "results.csv")):
+        source = ctx.source_setting()
+        ctx.dataset(source, ctx.inspector(source).build_options(), root=os.path.abspath(a.out_of_zoo))
+
+    children = []
+    if "accuracy" in sections:
+        children += [(["accuracy"], [s]) for s in settings]
+    rest = [s for s in sections if s != "accuracy"]
+    if rest:
+        children.append((rest, a.settings))
+    jobs = []
+    for i, (secs, only) in enumerate(children):
+        out = os.path.join(scratch, f"out{i}")
+        os.makedirs(out)
+        for name in os.listdir(ctx.out) if os.path.isdir(ctx.out) else []:
+            if name.endswith(".json"):  # earlier entries that --settings keeps
+                shutil.copy2(os.path.join(ctx.out, name), out)
+        child = {**vars(a), "sections": ",".join(secs), "settings": only, "out": out,
+                 "work_dir": os.path.join(scratch, f"work{i}"), "jobs": 1,
+                 "datasets_dir": ctx.datasets, "models_dir": ctx.models}
+        jobs.append(child)
+    # fork: the children start from this process (its imports, its label version); the graphs
+    # they read are already built
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    with mp.get_context(method).Pool(min(a.jobs, len(jobs))) as pool:
+        failures = [f for f in pool.map(_child, jobs) if f]
+    if failures:
+        from driple.errors import DripleError
+
+        raise DripleError("; ".join(failures) + f" (finished sections are in {scratch})")
+    _merge(ctx, [j["out"] for j in jobs], sections)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _child(options: dict) -> str | None:
+    """Run some sections in a child process; an error message, or None."""
+    args = argparse.Namespace(**options)
+    import torch
+
+    from driple.errors import DripleError
+
+    torch.set_num_threads(args.threads)
+    if args.labels:
+        from driple.metrics import use_labels
+
+        use_labels(args.labels)
+    try:
+        ctx = Context(args)
+        for section in args.sections.split(","):
+            globals()[f"section_{section}"](ctx)
+    except DripleError as err:
+        return f"{args.sections} {args.settings or ''}: {err}"
+    return None
+
+
+def _merge(ctx: Context, outs: list[str], sections: list[str]) -> None:
+    """Children's JSON into ``ctx.out``: accuracy merged by setting (the source first), every
+    other section's file copied."""
+    os.makedirs(ctx.out, exist_ok=True)
+    merged, first = {}, None
+    for out in outs:
+        for name in sorted(os.listdir(out)):
+            section = name[:-len(".json")] if name.endswith(".json") else None
+            if section not in sections:
+                continue
+            data = json.load(open(os.path.join(out, name)))
+            if section == "accuracy":
+                first = first or data
+                merged.update(data.get("settings") or {})
+            else:
+                shutil.copy2(os.path.join(out, name), os.path.join(ctx.out, name))
+    if first is not None:
+        source = first.get("source")
+        order = sorted(merged, key=lambda s: s != source)
+        ctx.save("accuracy", {"settings": {s: merged[s] for s in order}, "source": source,
+                              "command_of_a_row": first.get("command_of_a_row")})
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default=",".join(SECTIONS),
@@ -844,6 +942,10 @@ def main(argv=None) -> int:
                    help="target scaling of (re)trainings (default: the shipped inspector's)")
     p.add_argument("--build-workers", type=int, default=1, help="processes building missing graphs")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run the sections as N processes side by side (the accuracy of each setting "
+                   "in its own, the other sections in one more; graphs built first, JSON merged): "
+                   "the whole reproduction in one command on N cores")
     p.add_argument("--labels", default=None, choices=["v1", "v2"],
                    help="read the datasets as this label version (default: the declared one, "
                    "driple.metrics.DECLARED_LABELS; datasets/v2 needs v2)")
@@ -867,10 +969,15 @@ def main(argv=None) -> int:
 
             for name in args.estimators:
                 make_estimator(name)  # unknown names fail before any work
-            for section in [s.strip() for s in args.sections.split(",") if s.strip()]:
+            sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+            for section in sections:
                 if section not in SECTIONS:
                     raise DripleError(f"unknown section {section!r}; choose among {', '.join(SECTIONS)}")
-                globals()[f"section_{section}"](ctx)
+            if args.jobs > 1:
+                run_side_by_side(ctx, sections)
+            else:
+                for section in sections:
+                    globals()[f"section_{section}"](ctx)
         text = report(ctx)
         os.makedirs(ctx.out, exist_ok=True)
         with open(os.path.join(ctx.out, "results.md"), "w") as f:

@@ -4,6 +4,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ def reproduce():
     spec = importlib.util.spec_from_file_location("reproduce_script", ROOT / "scripts" / "reproduce.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    sys.modules["reproduce_script"] = module  # --jobs pickles its child function by name
+    yield module
+    sys.modules.pop("reproduce_script", None)
 
 
 @pytest.fixture
@@ -115,6 +118,25 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     assert cli["scores"] == acc["cpu-ddp-w2-1g"]["family"]["scores"]
     assert cli["transfer"] == {"from_setting": "cpu-ddp-w2-lo", "scheme": "paper", "source_retrained": True}
     assert os.path.exists(out / "results.md")
+
+
+def test_side_by_side_processes_give_what_one_process_gives(reproduce, shipped, tmp_path):
+    """``--jobs 2``: accuracy per setting in processes of their own, the other sections in one
+    more, merged into one output: the same JSON as one process, with this command in it."""
+    data, models = shipped
+    common = ["--sections", "retest,accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
+              "--splits", "family", "--families", "beta", "--estimators", "mean,hgb", "--epochs", "2",
+              "--quiet"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert reproduce.main([*common, "--out", str(one), "--work-dir", str(tmp_path / "w1")]) == 0
+    assert reproduce.main([*common, "--out", str(two), "--work-dir", str(tmp_path / "w2"), "--jobs", "2"]) == 0
+    a, b = (json.loads((d / "accuracy.json").read_text()) for d in (one, two))
+    assert list(b["settings"]) == ["cpu-ddp-w2-lo", "cpu-ddp-w2-1g"]  # the source first
+    for setting, entry in a["settings"].items():
+        assert b["settings"][setting]["family"]["scores"] == entry["family"]["scores"], setting
+    r1, r2 = (json.loads((d / "retest.json").read_text())["settings"] for d in (one, two))
+    assert r1 == r2
+    assert not [p for p in (tmp_path / "w2").iterdir() if p.name.startswith("reproduce-")]  # cleaned up
 
 
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
