@@ -43,7 +43,8 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
     from it), the coverage of the intervals, the profile in words and its caveats. ``about``: the inspector's description
     (:meth:`~driple.predict.predictor.Predictor.describe`)."""
     about = about or {}
-    lines = [f"{profile.model} -- setting {profile.setting}"]
+    hardware = about.get("hardware")  # the jobs the inspector learned from ran there
+    lines = [f"{profile.model} -- setting {profile.setting}" + (f" (measured on {hardware})" if hardware else "")]
     if about.get("trained"):
         lines.append(f"inspector: {about['trained']}")
     head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)

@@ -186,6 +186,7 @@ class Predictor:
         host = self.inspector.host
         return {"setting": self.setting, "description": self.entry.get("description"),
                 "trained": self.entry.get("trained"), "scores": self.entry.get("scores"),
+                "hardware": self.entry.get("hardware") or (host.cpu_model if host is not None else None),
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,

@@ -27,6 +27,8 @@ def test_table_and_caveats_write_a_value_the_same_way():
     text = format_profile(prof, {"trained": "by hand", "scores": {"interval_coverage": 0.91}})
     lines = text.splitlines()
     assert lines[:2] == ["job -- setting cpu-ddp-w2-lo", "inspector: by hand"]
+    hw = format_profile(prof, {"trained": "by hand", "hardware": "AMD EPYC"}).splitlines()[0]
+    assert hw == "job -- setting cpu-ddp-w2-lo (measured on AMD EPYC)"
     tx = next(line for line in lines if line.startswith("tx "))
     assert "1314 MB/s [657, 2629]" in tx and "0.0291 s [0.0146, 0.0582]" in tx
     assert "[low, high]: 90% prediction interval (split conformal; measured coverage 91% on held-out jobs)" in lines
