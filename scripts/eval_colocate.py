@@ -26,7 +26,9 @@ of its own, so TX and RX are not shared and not checked for overload.
 
 Memory units: the co-run's measured mean is of the sampled RSS (% of host memory); with labels
 v2 the memory amount is the peak allocated MB, so the measured mean is shown in MB of the host's
-memory (``provenance.json``) and includes what the runtime holds beside the tensors.
+memory (``provenance.json``) and includes what the runtime holds beside the tensors; both
+predictions add that part (the registry entry's ``resident``, measured on the inspector's
+training jobs: :mod:`driple.collect.resident`).
 
 Fit or not (the confusion table): a pair *fits* when measured no job of it slowed down by more
 than ``--max-slowdown`` (default 1.15x: above the 8 % test-retest spread of the step time);
@@ -152,7 +154,8 @@ def evaluate_coruns(coruns: str, setting: str | None = None, solo: str | None = 
             if base in solo_rows.index and solo_rows.loc[base, "status"] == "ok":
                 s = solo_rows.loc[base]
                 oracle[j] = ResourceProfile(setting=setting, model=str(s["model"]),
-                                            metrics={m: float(s[m]) for m in target_names()})
+                                            metrics={m: float(s[m]) for m in target_names()},
+                                            resident=predictor.resident)  # as the inspector's
                 slowdown.append(float(r["iter_time_mean_s"]) / float(s["iter_time_mean_s"]))
         cs = series.get(c["corun_id"])
         measured_collision = {}

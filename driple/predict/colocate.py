@@ -17,7 +17,8 @@ resource (burst level ``b`` for a share ``d`` of the time — the duty cycle —
 Assumptions: phases independent and uniformly random (jobs started at unrelated times; periods
 need not match), each job's pattern unchanged by its neighbours (no slowdown feedback), and
 the profile assumptions of :mod:`driple.predict.profile` (idle level 0 except memory on CPU
-hosts). A profile stands for one worker; the workers of one synchronous job burst *together*,
+hosts). A profile's ``resident`` amounts (the runtime's part of a worker's memory, which the
+memory label leaves out) are added to both of its levels: a host holds resident sets. A profile stands for one worker; the workers of one synchronous job burst *together*,
 so do not pass them as independent jobs.
 
 Capacities (:func:`host_capacity` builds them): compute 100 x cores on a CPU host (profiles are
@@ -217,10 +218,11 @@ def colocate(profiles, capacity: Mapping, max_overload: float = MAX_OVERLOAD) ->
     loads = {}
     for r in (decl.name for decl in resources()):
         shapes = [named[n].shape(r) for n in names]
-        b = np.array([s.burst_amount for s in shapes])
-        a = np.array([s.idle_level for s in shapes])
+        held = np.array([(named[n].resident or {}).get(r, 0.0) for n in names])  # always held
+        b = np.array([s.burst_amount for s in shapes]) + held
+        a = np.array([s.idle_level for s in shapes]) + held
         d = np.array([s.duty_cycle for s in shapes])
-        means = {n: s.mean_load for n, s in zip(names, shapes)}
+        means = {n: s.mean_load + h for n, s, h in zip(names, shapes, held)}
         load = ResourceLoad(
             resource=r,
             unit=resource(r).amount,

@@ -71,9 +71,20 @@ class Predictor:
         from driple.predict.registry import resolve
 
         if setting and _looks_like_path(setting):
-            return cls(load_inspector(setting), {"setting": None, "path": setting})
+            from driple.predict.registry import entry_for
+
+            return cls(load_inspector(setting), entry_for(setting) or {"setting": None, "path": setting})
         path, entry = resolve(setting)
         return cls(load_inspector(str(path)), entry)
+
+    @property
+    def resident(self) -> Optional[dict]:
+        """``{resource: amount}`` a worker holds beside the predicted demand (the registry entry's
+        ``resident``, measured on the inspector's training jobs), or None."""
+        record = self.entry.get("resident") or {}
+        held = {r: float(v) for r, v in record.items() if r in ("compute", "memory", "tx", "rx")
+                and isinstance(v, (int, float))}
+        return held or None
 
     @property
     def setting(self) -> str:
@@ -176,7 +187,7 @@ class Predictor:
                 metrics={m: float(v) for m, v in zip(targets, row)},
                 intervals=intervals,
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
-                notes=notes[i], batch_size=batch_sizes[i]))
+                notes=notes[i], batch_size=batch_sizes[i], resident=self.resident))
         return out
 
     def describe(self) -> dict:

@@ -126,6 +126,10 @@ class ResourceProfile:
         notes: Plain-text caveats from the predictor: values clipped to a physical bound,
             values outside the range of the inspector's training jobs (extrapolations).
         batch_size: The per-worker batch size of the job (for the throughput), or None.
+        resident: Optional ``{resource: amount}`` a worker holds beside the predicted demand at
+            all times, e.g. ``{"memory": 250.0}``: the runtime's part of the resident set, which
+            the memory label (peak allocated bytes) leaves out (:mod:`driple.collect.resident`).
+            Not part of the metrics or shapes; :func:`driple.predict.colocate.colocate` adds it.
     """
 
     setting: str
@@ -136,6 +140,7 @@ class ResourceProfile:
     idle_levels: dict | None = None
     notes: list = field(default_factory=list)
     batch_size: int | None = None
+    resident: dict | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -172,6 +177,12 @@ class ResourceProfile:
             if bad:
                 raise DripleError(f"idle_levels for unknown resource(s) {bad}; use {list(known)}")
             self.idle_levels = {r: _finite(self.idle_levels[r], r) for r in known if r in self.idle_levels}
+        if self.resident is not None:
+            known = resource_names()
+            bad = [r for r in self.resident if r not in known]
+            if bad:
+                raise DripleError(f"resident amounts for unknown resource(s) {bad}; use {list(known)}")
+            self.resident = {r: max(_finite(self.resident[r], r), 0.0) for r in known if r in self.resident}
         self.setting = str(self.setting)
         self.model = str(self.model)
         self.notes = [str(n) for n in (self.notes or [])]
@@ -279,7 +290,7 @@ class ResourceProfile:
         """Plain JSON-able dict (schema ``driple-profile/2``); derived values included for readers.
 
         Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
-        nominal_coverage, idle_levels (overrides or null), notes (list of str), resources,
+        nominal_coverage, idle_levels (overrides or null), resident (or null), notes (list of str), resources,
         batch_size (or null), workers (or null), throughput`` where ``resources[res]`` holds
         ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
         idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
@@ -307,6 +318,7 @@ class ResourceProfile:
             "intervals": None if self.intervals is None else {m: [lo, hi] for m, (lo, hi) in self.intervals.items()},
             "nominal_coverage": self.nominal_coverage,
             "idle_levels": None if self.idle_levels is None else dict(self.idle_levels),
+            "resident": None if self.resident is None else dict(self.resident),
             "notes": list(self.notes),
             "resources": resources,
             "batch_size": self.batch_size,
@@ -334,6 +346,7 @@ class ResourceProfile:
             intervals=None if iv is None else {m: tuple(v) for m, v in iv.items()},
             nominal_coverage=d.get("nominal_coverage"),
             idle_levels=d.get("idle_levels"),
+            resident=d.get("resident"),
             notes=list(d.get("notes") or []),
             batch_size=d.get("batch_size"),
         )

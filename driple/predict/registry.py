@@ -127,11 +127,37 @@ def resolve(name: Optional[str] = None, root: Optional[Path] = None) -> tuple[Pa
     return path, entry
 
 
+def entry_for(checkpoint: str | os.PathLike) -> Optional[dict]:
+    """The registry entry of a checkpoint given by path, when the file is one a registry lists
+    (the registry beside its directory, e.g. ``trained_models/<setting>/inspector.pt``) with a
+    matching checksum; else None. A shipped inspector loaded by path keeps what its entry says
+    (hardware, resident memory, scores)."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        path = path / "inspector.pt"
+    if not path.is_file():
+        return None
+    for root in (path.parent, path.parent.parent):
+        if not (root / REGISTRY_FILE).is_file():
+            continue
+        try:
+            entries = load_registry(root)["inspectors"]
+        except (DripleError, KeyError, TypeError):
+            return None
+        for entry in entries:
+            listed = root / str(entry.get("path", ""))
+            if listed.is_file() and listed.resolve() == path.resolve() and sha256(path) == entry.get("sha256"):
+                return dict(entry)
+    return None
+
+
 def register(setting: str, checkpoint: str | os.PathLike, *, description: str, trained: str,
              scores: dict, card: Optional[str] = None, default: bool = False,
-             root: Optional[Path] = None, hardware: Optional[str] = None) -> dict:
+             root: Optional[Path] = None, hardware: Optional[str] = None,
+             resident: Optional[dict] = None) -> dict:
     """Add or replace the entry of ``setting`` (checksum computed here); returns the entry.
-    ``hardware``: the CPU (or GPU) model its jobs were measured on, which the predictions describe."""
+    ``hardware``: the CPU (or GPU) model its jobs were measured on, which the predictions describe;
+    ``resident``: what a worker holds beside the predicted demand (:mod:`driple.collect.resident`)."""
     root = Path(root) if root is not None else models_dir()
     checkpoint = Path(checkpoint).resolve()
     try:
@@ -145,6 +171,8 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
         entry["card"] = card
     if hardware:
         entry["hardware"] = hardware
+    if resident:
+        entry["resident"] = resident
     reg["inspectors"] = [e for e in reg["inspectors"] if e["setting"] != setting] + [entry]
     reg["inspectors"].sort(key=lambda e: e["setting"])
     if default or not reg.get("default"):

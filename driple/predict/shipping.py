@@ -217,7 +217,20 @@ def ship(inspector, setting: str, *, description: str, trained: str, command: st
                    "transfer": inspector.info.get("transfer")}, f, indent=2)
     return register(setting, path, description=description, trained=trained,
                     scores=summary_scores(inspector), card=f"{setting}/MODEL_CARD.md",
-                    default=default, root=root, hardware=measured_on(inspector, provenance))
+                    default=default, root=root, hardware=measured_on(inspector, provenance),
+                    resident=training_resident(inspector))
+
+
+def training_resident(inspector) -> Optional[dict]:
+    """The runtime's part of a worker's memory on the inspector's training jobs (registry
+    ``resident``; :func:`driple.collect.resident.resident_memory_mb`), or None."""
+    from driple.collect.resident import resident_memory_mb
+
+    dataset = inspector.info.get("dataset")
+    if not dataset or not os.path.exists(os.path.join(dataset, "results.csv")):
+        return None
+    train = (inspector.info.get("split") or {}).get("train")
+    return resident_memory_mb(dataset, jobs=train)
 
 
 def measured_on(inspector, provenance: Optional[dict] = None) -> Optional[str]:

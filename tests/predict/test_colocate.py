@@ -82,6 +82,24 @@ def test_colocate_two_jobs_by_hand():
     assert colocate([A, B], CAP, max_overload=0.1).verdict == "packs well"
 
 
+def test_resident_memory_is_held_by_every_job():
+    """A profile's resident amounts (the runtime's part of the resident set) add to both levels."""
+    from dataclasses import replace
+
+    a, b = replace(A, resident={"memory": 30.0}), replace(B, resident={"memory": 50.0})
+    m = colocate([a, b], CAP).resources["memory"]
+    # levels 4 + 30 and 10 + 50: 94 all the time, under 100
+    assert m.combined_mean == pytest.approx(94.0) and m.peak_demand == pytest.approx(94.0)
+    assert m.overload_probability == 0.0
+    # with 100 more held by a third job (C: level 1 + 100) the host's 100 MB never suffice
+    m = colocate([a, b, replace(C, resident={"memory": 100.0})], CAP).resources["memory"]
+    assert m.combined_mean == pytest.approx(195.0) and m.overload_probability == pytest.approx(1.0)
+    assert colocate([A, B], CAP).resources["memory"].combined_mean == pytest.approx(14.0)  # none held
+    assert ResourceProfile.from_dict(json.loads(json.dumps(a.to_dict()))).resident == {"memory": 30.0}
+    with pytest.raises(DripleError, match="unknown resource"):
+        replace(A, resident={"disk": 1.0})
+
+
 def test_colocate_three_jobs_and_json():
     rep = colocate({"a": A, "b": B, "c": C}, CAP)
     # tx duties 0.2, 0.5, 0.1: none 0.8*0.5*0.9 = 0.36; one 0.2*0.5*0.9 + 0.5*0.8*0.9 + 0.1*0.8*0.5

@@ -67,3 +67,21 @@ def test_each_shipped_inspector_names_the_hardware_of_its_dataset(shipped, capsy
         assert entry["hardware"] == index.cpu_model(setting), setting
     assert main(["settings"]) == 0
     assert f"measured on: {entries['cpu-ps-p1w2-1g']['hardware']}" in capsys.readouterr().out
+
+
+def test_a_shipped_checkpoint_loaded_by_path_keeps_its_registry_entry(shipped, tmp_path):
+    """Resident memory and hardware come from the registry entry, also when the inspector is
+    loaded by path (as scripts/eval_colocate.py does); a copy elsewhere has no entry."""
+    import shutil
+
+    from driple.predict.registry import CHECKOUT_DIR, entry_for, load_registry
+
+    entry = {e["setting"]: e for e in load_registry(CHECKOUT_DIR)["inspectors"]}["cpu-ps-p1w2-1g"]
+    assert 100 < entry["resident"]["memory"] < 400  # MB a worker holds beside its tensors
+    path = CHECKOUT_DIR / entry["path"]
+    by_path = Predictor.load(str(path))
+    assert by_path.resident == {"memory": entry["resident"]["memory"]}
+    assert by_path.describe()["hardware"] == entry["hardware"]
+    copy = tmp_path / "inspector.pt"
+    shutil.copy(path, copy)
+    assert entry_for(copy) is None and Predictor.load(str(copy)).resident is None
