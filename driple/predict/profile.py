@@ -415,12 +415,16 @@ class ResourceProfile:
                          f"batch {self.batch_size} / step time)")
         return "\n".join(lines)
 
+    def _resident_words(self, resource: str) -> str:
+        held = (self.resident or {}).get(resource)
+        return f" (+{self._amount_words(resource, held)} held by the runtime)" if held else ""
+
     def summary(self) -> str:
         """The one sentence a scheduler wants: the mean load of every resource, and the network
         burst pattern (what collides when jobs share a link)."""
         loads = [(r, self.shape(r.name)) for r in resources()]
         means = [f"{r.short} {self._amount_words(r.name, s.mean_load)}" if r.network
-                 else self._amount_words(r.name, s.mean_load) for r, s in loads]
+                 else self._amount_words(r.name, s.mean_load) + self._resident_words(r.name) for r, s in loads]
         words = (f"{self.model} on {self.setting} uses per worker on average "
                  + (" and ".join([", ".join(means[:-1]), means[-1]]) if len(means) > 1 else "".join(means)))
         network = [(r, s) for r, s in loads if r.network]

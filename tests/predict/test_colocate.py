@@ -96,6 +96,7 @@ def test_resident_memory_is_held_by_every_job():
     assert m.combined_mean == pytest.approx(195.0) and m.overload_probability == pytest.approx(1.0)
     assert colocate([A, B], CAP).resources["memory"].combined_mean == pytest.approx(14.0)  # none held
     assert ResourceProfile.from_dict(json.loads(json.dumps(a.to_dict()))).resident == {"memory": 30.0}
+    assert "(+30 MB held by the runtime)" in a.summary() or "(+30% held by the runtime)" in a.summary()
     with pytest.raises(DripleError, match="unknown resource"):
         replace(A, resident={"disk": 1.0})
 
