@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -795,6 +796,60 @@ def report(ctx: Context) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------- README blocks (--readme)
+README_BLOCK = re.compile(r"(<!-- reproduce (section|mape): (.+?) -->\n)(.*?)(<!-- /reproduce -->)", re.S)
+
+
+def results_section(text: str, heading: str) -> str:
+    """The body of the first ``### heading...`` (else ``## heading...``) of ``text`` up to the
+    next heading of the same or a higher level; a :class:`DripleError` when there is none."""
+    from driple.errors import DripleError
+
+    lines = text.splitlines()
+    for level in ("### ", "## "):
+        for i, line in enumerate(lines):
+            if line.startswith(level + heading):
+                body = []
+                for nxt in lines[i + 1:]:
+                    if nxt.startswith("## ") or (level == "### " and nxt.startswith("### ")):
+                        break
+                    body.append(nxt)
+                return "\n".join(body).strip()
+    raise DripleError(f"results.md has no section {heading!r}")
+
+
+def mape_part(body: str) -> str:
+    """From a split's tables: the MAPE table, the coverage line and the median-over-targets line."""
+    start = body.find("MAPE %:")
+    if start < 0:
+        return body
+    part = body[start:]
+    keep = part[:part.index("Inspector against")] if "Inspector against" in part else part
+    median = [line for line in part.splitlines() if line.startswith("Median over the targets")]
+    return keep.strip() + ("\n\n" + median[0] if median and median[0] not in keep else "")
+
+
+def refresh_readme(path: str, results_md: str) -> int:
+    """Replace each block ``<!-- reproduce section: HEADING -->...<!-- /reproduce -->`` of the
+    file at ``path`` with that section of ``results_md`` (``mape:``: its MAPE part); the prose
+    around the blocks is left alone. Returns the number of blocks refreshed."""
+    with open(path) as f:
+        text = f.read()
+    count = 0
+
+    def fill(m):
+        nonlocal count
+        body = results_section(results_md, m.group(3))
+        count += 1
+        return m.group(1) + (mape_part(body) if m.group(2) == "mape" else body) + "\n" + m.group(5)
+
+    new = README_BLOCK.sub(fill, text)
+    if new != text:
+        with open(path, "w") as f:
+            f.write(new)
+    return count
+
+
 # ---------------------------------------------------------------------- side by side (--jobs)
 def run_side_by_side(ctx: Context, sections: list[str]) -> None:
     """The sections as ``--jobs`` processes side by side: the accuracy of each setting in a
@@ -900,6 +955,10 @@ def main(argv=None) -> int:
     p.add_argument("--cards", action="store_true",
                    help="also write each setting's accuracy tables (every estimator per target, both "
                    "splits) into its shipped model card")
+    p.add_argument("--readme", metavar="FILE",
+                   help="also refresh the results blocks of FILE (e.g. README.md): each "
+                   "'<!-- reproduce section: HEADING -->' ... '<!-- /reproduce -->' gets that "
+                   "section of results.md ('mape:' its MAPE part); the prose around them is left alone")
     p.add_argument("--datasets-dir", "--datasets", dest="datasets_dir", default=os.path.join(ROOT, "datasets"),
                    help="datasets directory: its settings.json names each setting's dataset (else "
                    "<setting>/ and <setting>-retest/ in it); default: the shipped datasets/")
@@ -989,6 +1048,8 @@ def main(argv=None) -> int:
         if args.cards:
             for path in write_cards(ctx):
                 _say(f"model card updated: {path}")
+        if args.readme:
+            _say(f"{args.readme}: {refresh_readme(args.readme, text)} results blocks refreshed")
     except DripleError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2

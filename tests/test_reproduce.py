@@ -299,3 +299,25 @@ def test_a_dataset_is_copied_to_the_work_dir_once_per_run(reproduce, tmp_path, w
     first = Path(copy, "results.csv").read_text()
     write_dataset(data, n_configs=6)  # the collector adds rows
     assert ctx.dataset("cpu-ddp-w2-lo", {}) == copy and Path(copy, "results.csv").read_text() == first
+
+
+def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tmp_path):
+    results = "\n".join(["# Reproduced results", "", "## Accuracy", "", "### lo, family split (9 jobs)", "",
+                         "NRMSE:", "", "| a |", "", "MAPE %:", "", "| m |", "", "Inspector against the tables:",
+                         "", "| t |", "", "Median over the targets: inspector 3%.", "",
+                         "### Summary: mean over targets", "", "| s |", "", "## Design study on lo", "", "| d |", ""])
+    readme = tmp_path / "README.md"
+    readme.write_text("Prose 13 of 14.\n<!-- reproduce mape: lo, family split -->\nold\n<!-- /reproduce -->\n"
+                      "More prose.\n<!-- reproduce section: Summary: mean -->\n<!-- /reproduce -->\n"
+                      "<!-- reproduce section: Design study -->\nstale\n<!-- /reproduce -->\n")
+    assert reproduce.refresh_readme(str(readme), results) == 3
+    assert readme.read_text() == (
+        "Prose 13 of 14.\n<!-- reproduce mape: lo, family split -->\nMAPE %:\n\n| m |\n\n"
+        "Median over the targets: inspector 3%.\n<!-- /reproduce -->\nMore prose.\n"
+        "<!-- reproduce section: Summary: mean -->\n| s |\n<!-- /reproduce -->\n"
+        "<!-- reproduce section: Design study -->\n| d |\n<!-- /reproduce -->\n")
+    readme.write_text("<!-- reproduce section: No such table -->\n<!-- /reproduce -->\n")
+    from driple.errors import DripleError
+
+    with pytest.raises(DripleError, match="no section 'No such table'"):
+        reproduce.refresh_readme(str(readme), results)
