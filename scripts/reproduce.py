@@ -183,6 +183,8 @@ def _plain(obj):
         return bool(obj)
     if isinstance(obj, np.ndarray):
         return _plain(obj.tolist())
+    if isinstance(obj, str) and obj.startswith(ROOT + os.sep):
+        return _shown(obj)  # paths in the repository as the reports show them
     return obj
 
 
