@@ -241,6 +241,10 @@ def section_retest(ctx: Context) -> None:
             ok = [c for c, v in table["labels"].items() if v.get("n") and v["median_diff"] <= RETEST_TOLERANCE]
             _say(f"retest {setting} ({'v1' if v1 else labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
                  f"{len(table['labels'])} labels within {RETEST_TOLERANCE:.0%} median difference")
+        second = os.path.normpath(again) + "2"  # a second retest: same host, another time
+        if os.path.exists(os.path.join(second, "results.csv")):
+            table = retest_table(again, second, "timeline", max_contention=10.0)
+            entry["retest2"] = {"dataset": _shown(second), "jobs": table["jobs"], "labels": table["labels"]}
         other = _same_grid_elsewhere(ctx, setting)
         if other:  # the same jobs measured on another host: how far apart two CPU models are
             from driple.collect.retest import host_ratio_table
@@ -529,6 +533,21 @@ def _report_retest(retest) -> list[str]:
                              f"{_f(100 * w['median_diff'], True) if w.get('n') else '-'} | "
                              f"{_f(fl.get('nrmse'))} | {_f(fl.get('mape'), True)} | {ok} |")
             lines.append("")
+    for setting, entry in retest["settings"].items():
+        second = entry.get("retest2")
+        if not second or not second.get("labels"):
+            continue
+        first = (entry.get("timeline") or {}).get("retest") or {}
+        lines += [f"### {setting}: the retest measured again", "",
+                  f"The {len(second['jobs'])} retest jobs measured a third time (`{second['dataset']}`, "
+                  "quiet jobs only): retest against the first measurement, and against this third one. "
+                  "Two runs close in time agree more than runs far apart when the host drifts.", "",
+                  "| label | first vs retest | retest vs third |", "|---|---|---|"]
+        for label, v in second["labels"].items():
+            a = first.get(label, {})
+            lines.append(f"| {label} | {_f(100 * a['median_diff'], True) if a.get('n') else '-'} | "
+                         f"{_f(100 * v['median_diff'], True) if v.get('n') else '-'} |")
+        lines.append("")
     for setting, entry in retest["settings"].items():
         other = entry.get("other_host")
         if not other or not other.get("labels"):

@@ -174,7 +174,8 @@ def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tm
     import pandas as pd
 
     data = tmp_path / "datasets"
-    for d in ("new-host/cpu-ddp-w2-lo", "new-host/cpu-ddp-w2-lo-retest", "old-host/cpu-ddp-w2-lo"):
+    for d in ("new-host/cpu-ddp-w2-lo", "new-host/cpu-ddp-w2-lo-retest", "new-host/cpu-ddp-w2-lo-retest2",
+              "old-host/cpu-ddp-w2-lo"):
         write_dataset(data / d, n_configs=6)
     old = data / "old-host" / "cpu-ddp-w2-lo" / "results.csv"
     table = pd.read_csv(old)
@@ -191,6 +192,9 @@ def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tm
     assert other["labels"]["step_time"]["median_ratio"] == pytest.approx(1 / 1.25)
     assert other["labels"]["compute_burst_amount"]["median_ratio"] == pytest.approx(1)
     assert "### cpu-ddp-w2-lo: the same jobs on another host" in (out / "results.md").read_text()
+    # a second retest (the same jobs a third time) is compared with the retest
+    assert len(entry["retest2"]["jobs"]) == 6 and entry["retest2"]["labels"]["step_time"]["median_diff"] == 0
+    assert "### cpu-ddp-w2-lo: the retest measured again" in (out / "results.md").read_text()
 
 
 def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):

@@ -51,14 +51,19 @@ def _summary(judged: np.ndarray, plain: np.ndarray) -> dict:
             "median_rel_diff": float(np.nanmedian(plain[ok])), "max_rel_diff": float(np.nanmax(plain[ok]))}
 
 
-def retest_table(first_dir: str | Path, again_dir: str | Path, labeller: str = "timeline") -> dict:
-    """Per label: how the jobs of ``again_dir`` (re-measured) compare with ``first_dir``."""
+def retest_table(first_dir: str | Path, again_dir: str | Path, labeller: str = "timeline",
+                 max_contention: float | None = None) -> dict:
+    """Per label: how the jobs of ``again_dir`` (re-measured) compare with ``first_dir``;
+    ``max_contention``: leave out jobs measured with more other CPU than that (%) in either."""
     from driple.collect.results import load_results
 
     first = load_results(first_dir).set_index("job_id")
     again = load_results(again_dir).set_index("job_id")
     jobs = [j for j in again.index if j in first.index
             and again.loc[j, "status"] == "ok" and first.loc[j, "status"] == "ok"]
+    if max_contention is not None and "host_other_cpu_pct" in first and "host_other_cpu_pct" in again:
+        busy = lambda t, j: float(t.loc[j, "host_other_cpu_pct"]) > max_contention  # NaN: not busy
+        jobs = [j for j in jobs if not busy(first, j) and not busy(again, j)]
     out = {"jobs": jobs, "labels": {}}
     if not jobs:
         return out
