@@ -534,33 +534,41 @@ def _report_retest(retest) -> list[str]:
                              f"{_f(fl.get('nrmse'))} | {_f(fl.get('mape'), True)} | {ok} |")
             lines.append("")
     for setting, entry in retest["settings"].items():
-        second = entry.get("retest2")
-        if not second or not second.get("labels"):
-            continue
-        first = (entry.get("timeline") or {}).get("retest") or {}
-        lines += [f"### {setting}: the retest measured again", "",
-                  f"The {len(second['jobs'])} retest jobs measured a third time (`{second['dataset']}`, "
-                  "quiet jobs only): retest against the first measurement, and against this third one. "
-                  "Two runs close in time agree more than runs far apart when the host drifts.", "",
-                  "| label | first vs retest | retest vs third |", "|---|---|---|"]
-        for label, v in second["labels"].items():
-            a = first.get(label, {})
-            lines.append(f"| {label} | {_f(100 * a['median_diff'], True) if a.get('n') else '-'} | "
-                         f"{_f(100 * v['median_diff'], True) if v.get('n') else '-'} |")
-        lines.append("")
-    for setting, entry in retest["settings"].items():
-        other = entry.get("other_host")
-        if not other or not other.get("labels"):
-            continue
-        lines += [f"### {setting}: the same jobs on another host", "",
-                  f"{other['jobs']} jobs measured both in the shipped dataset and in "
-                  f"`{other['dataset']}` ({other.get('cpu_model') or '?'}). Median ratio shipped / "
-                  "other, with the middle half of the jobs: the hardware is part of the setting.", "",
-                  "| label | median ratio | 25-75 % |", "|---|---|---|"]
-        for label, v in other["labels"].items():
-            lines.append(f"| {label} | {v['median_ratio']:.2f} | {v['q25']:.2f}-{v['q75']:.2f} |")
-        lines.append("")
+        lines += _second_retest_lines(setting, entry) + _other_host_lines(setting, entry)
     return lines
+
+
+def _second_retest_lines(setting: str, entry: dict) -> list[str]:
+    """The retest against the first run and against a third run (``<dataset>-retest2``)."""
+    second = entry.get("retest2")
+    if not second or not second.get("labels"):
+        return []
+    first = (entry.get("timeline") or {}).get("retest") or {}
+    lines = [f"### {setting}: the retest measured again", "",
+             f"The {len(second['jobs'])} retest jobs measured a third time (`{second['dataset']}`, "
+             "quiet jobs only): retest against the first measurement, and against this third one. "
+             "Two runs close in time agree more than runs far apart when the host drifts.", "",
+             "| label | first vs retest | retest vs third |", "|---|---|---|"]
+    def pct(v: dict) -> str:
+        return _f(100 * v["median_diff"], True) if v.get("n") else "-"
+
+    lines += [f"| {label} | {pct(first.get(label, {}))} | {pct(v)} |" for label, v in second["labels"].items()]
+    return lines + [""]
+
+
+def _other_host_lines(setting: str, entry: dict) -> list[str]:
+    """The same jobs measured on another host (CPU model): median ratio per label."""
+    other = entry.get("other_host")
+    if not other or not other.get("labels"):
+        return []
+    lines = [f"### {setting}: the same jobs on another host", "",
+             f"{other['jobs']} jobs measured both in the shipped dataset and in "
+             f"`{other['dataset']}` ({other.get('cpu_model') or '?'}). Median ratio shipped / "
+             "other, with the middle half of the jobs: the hardware is part of the setting.", "",
+             "| label | median ratio | 25-75 % |", "|---|---|---|"]
+    lines += [f"| {label} | {v['median_ratio']:.2f} | {v['q25']:.2f}-{v['q75']:.2f} |"
+              for label, v in other["labels"].items()]
+    return lines + [""]
 
 
 def _split_tables(rep) -> list[str]:
