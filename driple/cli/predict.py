@@ -123,6 +123,10 @@ def run_settings(args: argparse.Namespace) -> int:
         print(f"  trained: {e.get('trained', '?')}")
         if e.get("hardware"):
             print(f"  measured on: {e['hardware']} (the predictions describe jobs on this hardware)")
+        held = (e.get("resident") or {}).get("memory")
+        if isinstance(held, (int, float)):
+            print(f"  resident memory: {held:.0f} MB per worker beside the predicted peak (runtime; "
+                  "added by colocate)")
         s = e.get("scores") or {}
         parts = []
         if s.get("test_nrmse_mean") is not None:

@@ -66,7 +66,9 @@ def test_each_shipped_inspector_names_the_hardware_of_its_dataset(shipped, capsy
     for setting, entry in entries.items():
         assert entry["hardware"] == index.cpu_model(setting), setting
     assert main(["settings"]) == 0
-    assert f"measured on: {entries['cpu-ps-p1w2-1g']['hardware']}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"measured on: {entries['cpu-ps-p1w2-1g']['hardware']}" in out
+    assert f"resident memory: {entries['cpu-ps-p1w2-1g']['resident']['memory']:.0f} MB per worker" in out
 
 
 def test_a_shipped_checkpoint_loaded_by_path_keeps_its_registry_entry(shipped, tmp_path):
