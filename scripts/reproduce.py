@@ -862,8 +862,13 @@ def refresh_readme(path: str, results_md: str) -> int:
     """Replace each block ``<!-- reproduce section: HEADING -->...<!-- /reproduce -->`` of the
     file at ``path`` with that section of ``results_md`` (``mape:``: its MAPE part); the prose
     around the blocks is left alone. Returns the number of blocks refreshed."""
-    with open(path) as f:
-        text = f.read()
+    from driple.errors import DripleError
+
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as err:
+        raise DripleError(f"cannot read {path}: {err.strerror}") from None
     count = 0
 
     def fill(m):
@@ -1053,7 +1058,11 @@ def main(argv=None) -> int:
         from driple.metrics import use_labels
 
         use_labels(args.labels)
-    ctx = Context(args)
+    try:
+        ctx = Context(args)
+    except DripleError as err:
+        print(f"reproduce: error: {err}", file=sys.stderr)
+        return 2
     try:
         if not args.report:
             from driple.inspector.estimator_registry import make_estimator
