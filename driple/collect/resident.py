@@ -45,6 +45,8 @@ def resident_memory_mb(dataset_dir: str, jobs: Optional[Sequence[str]] = None) -
         return None
     table = load_results(dataset_dir)
     table = table[table["status"].astype(str) == "ok"]
+    if table["setting"].astype(str).str.startswith("gpu").any():
+        return None  # a GPU's memory label is device memory: the host's RSS is another resource
     if jobs is not None:
         table = table[table["job_id"].isin(list(jobs))]
     values, rss = [], []
