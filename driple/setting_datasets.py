@@ -26,6 +26,16 @@ INDEX_FILE = "settings.json"
 INDEX_FORMAT = "driple-setting-datasets"
 
 
+def cpu_models(frame, unnamed: str | None = None) -> list[str]:
+    """The CPU models the rows of a results table (``cpu_model`` column) name, sorted; rows
+    naming none count as ``unnamed`` when given, else are skipped. [] without the column."""
+    if frame is None or "cpu_model" not in frame:
+        return []
+    column = frame["cpu_model"]
+    column = column.fillna(unnamed) if unnamed is not None else column.dropna()
+    return sorted(set(column.astype(str)))
+
+
 @dataclass
 class SettingDatasets:
     """The datasets under ``root``: ``entries`` maps a setting id to ``{"dataset": path
@@ -118,7 +128,7 @@ class SettingDatasets:
                 continue
             table = read_csv(path).drop_duplicates("job_id", keep="last")  # a re-run job: its last row
             ok = table[table["status"] == "ok"]
-            found = sorted(set(ok["cpu_model"].fillna("?").astype(str))) if "cpu_model" in ok else ["?"]
+            found = cpu_models(ok, unnamed="?") if "cpu_model" in ok else ["?"]
             if found != [entry.get("cpu_model")]:
                 problems.append(f"{setting}: the index says {entry.get('cpu_model')!r}, "
                                 f"{path} holds {', '.join(map(repr, found)) or 'no ok rows'}")

@@ -249,7 +249,7 @@ def section_retest(ctx: Context) -> None:
         if other:  # the same jobs measured on another host: how far apart two CPU models are
             from driple.collect.retest import host_ratio_table
 
-            entry["other_host"] = {"dataset": _shown(other), "cpu_model": _cpu_of(other),
+            entry["other_host"] = {"dataset": _shown(other), "cpu_model": _cpu_models_text(load_results(other)),
                                    **host_ratio_table(first, other)}
         out[setting] = entry
     ctx.save("retest", {"settings": out, "tolerance": RETEST_TOLERANCE})
@@ -266,14 +266,6 @@ def _same_grid_elsewhere(ctx: Context, setting: str) -> str | None:
         if os.path.abspath(path) != os.path.abspath(mine) and os.path.exists(os.path.join(path, "results.csv")):
             return path
     return None
-
-
-def _cpu_of(dataset: str) -> str | None:
-    from driple.collect.results import load_results
-
-    table = load_results(dataset)
-    models = sorted(set(table["cpu_model"].dropna().astype(str))) if "cpu_model" in table else []
-    return ", ".join(models) or None
 
 
 def _coverage(report: dict, nominal: float) -> dict:
@@ -328,7 +320,7 @@ def section_accuracy(ctx: Context) -> None:
                 source_ds = ctx.dataset(transfer["from_setting"], source.build_options())
         retest = retest_dir(ctx.dataset_dir(setting))
         floor = noise_floor(ctx.dataset_dir(setting), retest, ds.target_names) if retest else None
-        entry = {"jobs": len(ds), "cpu_model": _cpu_model(ds), "retest": retest,  # each setting's own run:
+        entry = {"jobs": len(ds), "cpu_model": _cpu_models_text(ds.frame), "retest": retest,  # each setting's own run:
                  "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),  # --settings keeps others
                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         for split in a.splits:
@@ -357,11 +349,10 @@ def _estimators_for(names: list[str], ds) -> list[str]:
     return [n for n in names if n not in v2_only or "step_time" in ds.target_names]
 
 
-def _cpu_model(ds) -> str | None:
-    if "cpu_model" not in ds.frame:
-        return None
-    models = sorted(set(ds.frame["cpu_model"].dropna().astype(str)))
-    return ", ".join(models) if models else None
+def _cpu_models_text(frame) -> str | None:
+    from driple.setting_datasets import cpu_models
+
+    return ", ".join(cpu_models(frame)) or None
 
 
 def section_outofzoo(ctx: Context) -> None:
@@ -950,12 +941,15 @@ def _child(options: dict) -> str | None:
 
         use_labels(args.labels)
     try:
-        ctx = Context(args)
-        for section in args.sections.split(","):
-            globals()[f"section_{section}"](ctx)
+        _run_sections(Context(args), args.sections.split(","))
     except DripleError as err:
         return f"{args.sections} {args.settings or ''}: {err}"
     return None
+
+
+def _run_sections(ctx: Context, sections: list[str]) -> None:
+    for section in sections:
+        globals()[f"section_{section}"](ctx)
 
 
 def _merge(ctx: Context, outs: list[str], sections: list[str]) -> None:
@@ -1076,8 +1070,7 @@ def main(argv=None) -> int:
             if args.jobs > 1:
                 run_side_by_side(ctx, sections)
             else:
-                for section in sections:
-                    globals()[f"section_{section}"](ctx)
+                _run_sections(ctx, sections)
         text = report(ctx)
         os.makedirs(ctx.out, exist_ok=True)
         with open(os.path.join(ctx.out, "results.md"), "w") as f:

@@ -51,6 +51,11 @@ def _summary(judged: np.ndarray, plain: np.ndarray) -> dict:
             "median_rel_diff": float(np.nanmedian(plain[ok])), "max_rel_diff": float(np.nanmax(plain[ok]))}
 
 
+def _ok_in_both(a, b) -> list:
+    """Job ids (in ``a``'s order) measured ok in both tables (indexed by job_id)."""
+    return [j for j in a.index if j in b.index and a.loc[j, "status"] == "ok" and b.loc[j, "status"] == "ok"]
+
+
 def retest_table(first_dir: str | Path, again_dir: str | Path, labeller: str = "timeline",
                  max_contention: float | None = None) -> dict:
     """Per label: how the jobs of ``again_dir`` (re-measured) compare with ``first_dir``;
@@ -59,11 +64,10 @@ def retest_table(first_dir: str | Path, again_dir: str | Path, labeller: str = "
 
     first = load_results(first_dir).set_index("job_id")
     again = load_results(again_dir).set_index("job_id")
-    jobs = [j for j in again.index if j in first.index
-            and again.loc[j, "status"] == "ok" and first.loc[j, "status"] == "ok"]
+    jobs = _ok_in_both(again, first)
     if max_contention is not None and "host_other_cpu_pct" in first and "host_other_cpu_pct" in again:
-        busy = lambda t, j: float(t.loc[j, "host_other_cpu_pct"]) > max_contention  # NaN: not busy
-        jobs = [j for j in jobs if not busy(first, j) and not busy(again, j)]
+        jobs = [j for j in jobs if not any(float(t.loc[j, "host_other_cpu_pct"]) > max_contention
+                                           for t in (first, again))]  # NaN: not busy
     out = {"jobs": jobs, "labels": {}}
     if not jobs:
         return out
@@ -121,7 +125,7 @@ def host_ratio_table(dataset_dir: str | Path, other_dir: str | Path) -> dict:
 
     a = load_results(dataset_dir).set_index("job_id")
     b = load_results(other_dir).set_index("job_id")
-    jobs = [j for j in a.index if j in b.index and a.loc[j, "status"] == "ok" and b.loc[j, "status"] == "ok"]
+    jobs = _ok_in_both(a, b)
     out = {"jobs": len(jobs), "labels": {}}
     for col in _columns("timeline"):
         if not jobs or col not in a.columns or col not in b.columns:

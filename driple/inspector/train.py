@@ -324,9 +324,9 @@ def training_host(graphs: Sequence, host=None):
     given = environment_host_speed()
     if given is not None:
         return given
-    frame = getattr(graphs, "frame", None)
-    measured_on = sorted(set(frame["cpu_model"].dropna().astype(str))) if frame is not None and \
-        "cpu_model" in frame else []
+    from driple.setting_datasets import cpu_models
+
+    measured_on = cpu_models(getattr(graphs, "frame", None))
     here = cpu_model()
     if measured_on and any(m != here for m in measured_on):
         raise DripleError(

@@ -226,9 +226,9 @@ def _trainable_during(model: Inspector, scheme: str) -> int:
 def _check_same_cpu(dataset, host) -> None:
     """A target measured on another CPU model than the source's host figures needs figures of
     its own: the priors would divide by the wrong hardware's speed."""
-    frame = getattr(dataset, "frame", None)
-    measured_on = sorted(set(frame["cpu_model"].dropna().astype(str))) if frame is not None and \
-        "cpu_model" in frame else []
+    from driple.setting_datasets import cpu_models
+
+    measured_on = cpu_models(getattr(dataset, "frame", None))
     if host.cpu_model and measured_on and any(m != host.cpu_model for m in measured_on):
         raise DripleError(
             f"the target jobs were measured on {', '.join(measured_on)}, the source's priors use "

@@ -18,8 +18,9 @@ Assumptions: phases independent and uniformly random (jobs started at unrelated 
 need not match), each job's pattern unchanged by its neighbours (no slowdown feedback), and
 the profile assumptions of :mod:`driple.predict.profile` (idle level 0 except memory on CPU
 hosts). A profile's ``resident`` amounts (the runtime's part of a worker's memory, which the
-memory label leaves out) are added to both of its levels: a host holds resident sets. A profile stands for one worker; the workers of one synchronous job burst *together*,
-so do not pass them as independent jobs.
+memory label leaves out) are added to both of its levels: a host holds resident sets. A profile
+stands for one worker; the workers of one synchronous job burst *together*, so do not pass them
+as independent jobs.
 
 Capacities (:func:`host_capacity` builds them): compute 100 x cores on a CPU host (profiles are
 % of one core) or 100 x GPUs on a GPU host, memory 100 (% of host memory; the host's MB when
