@@ -21,12 +21,16 @@ import numpy as np
 
 def job_resident_mb(raw_path: str, memory_label_mb: float) -> Optional[float]:
     """Median over the workers of (median RSS over the measurement's second half) - the label,
-    MB; None when the raw file holds no worker RSS series."""
+    MB; None when the raw file is unreadable or holds no worker RSS series."""
+    from driple.collect.series import read_raw
+    from driple.errors import DripleError
+
     try:
-        with np.load(raw_path, allow_pickle=False) as z:
-            series = [z[k] for k in z.files if k.startswith("worker") and k.endswith("/rss_bytes")]
-    except (OSError, ValueError):
+        raw = read_raw(raw_path)
+    except DripleError:
         return None
+    series = [raw.arrays[f"{n}/rss_bytes"] for n in raw.names
+              if n.startswith("worker") and f"{n}/rss_bytes" in raw.arrays]
     medians = [float(np.median(s[len(s) // 2:])) / 1e6 for s in series if len(s) >= 2]
     if not medians:
         return None

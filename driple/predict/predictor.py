@@ -193,11 +193,13 @@ class Predictor:
     def describe(self) -> dict:
         """What this inspector is: setting, how it was trained, scores (from the registry),
         its configuration (paper GNN, hybrid, features only), labels and host figures."""
+        from driple.predict.shipping import measured_on
+
         info = self.inspector.info
         host = self.inspector.host
         return {"setting": self.setting, "description": self.entry.get("description"),
                 "trained": self.entry.get("trained"), "scores": self.entry.get("scores"),
-                "hardware": self.entry.get("hardware") or (host.cpu_model if host is not None else None),
+                "hardware": self.entry.get("hardware") or measured_on(self.inspector),
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,

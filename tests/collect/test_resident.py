@@ -8,9 +8,15 @@ from driple.collect.resident import job_resident_mb, resident_memory_mb
 
 
 def _raw(path, rss_mb_by_worker):
+    """A sampler file (driple.collect.series format) with these workers' RSS and a server's."""
+    from driple.collect.series import FORMAT
+
     arrays = {f"worker{i}/rss_bytes": np.asarray(v, dtype=np.int64) * 1_000_000
               for i, v in enumerate(rss_mb_by_worker)}
-    np.savez(path, **arrays, **{"server0/rss_bytes": np.array([10**12] * 4)})  # a server is not a worker
+    names = [f"worker{i}" for i in range(len(rss_mb_by_worker))] + ["server0"]
+    meta = {"format": FORMAT, "targets": [{"name": n} for n in names]}
+    np.savez(path, meta=np.array(json.dumps(meta)), **arrays,
+             **{"server0/rss_bytes": np.array([10**12] * 4)})  # a server is not a worker
 
 
 def test_one_job_by_hand(tmp_path):
