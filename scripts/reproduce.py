@@ -15,7 +15,9 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   (``driple collect relabel --labeller timeline|kmeans``): are the table's labels reproduced?
 - ``retest``: per setting with a ``<setting>-retest`` dataset, both labellers: test-retest
   difference per label (the agreement rule of :mod:`driple.collect.retest`), worker agreement,
-  and the noise floor (:mod:`driple.inspector.noise`).
+  and the noise floor (:mod:`driple.inspector.noise`); the retest jobs measured in other
+  sessions (``<setting>-retest-<name>``) against the dataset (the host's drift between days);
+  the same grid measured on another CPU model, label by label.
 - ``accuracy``: per setting, every estimator (the shipped inspector's configuration, the
   baselines ``mean``, ``hgb``, ``knn``, the paper's ``gnn`` and any registered one) fitted on
   the same folds (:func:`driple.inspector.evaluate.evaluate` — what ``driple evaluate`` runs):
@@ -219,7 +221,7 @@ def section_retest(ctx: Context) -> None:
     from driple.collect.results import load_results
     from driple.collect.retest import retest_table, worker_table
     from driple.inspector.dataset import dataset_label_version
-    from driple.inspector.noise import noise_floor, retest_dir
+    from driple.inspector.noise import noise_floor, other_session_dirs, retest_dir
     from driple.metrics import METRICS
 
     out = ctx.kept("retest", "settings")
@@ -241,10 +243,9 @@ def section_retest(ctx: Context) -> None:
             ok = [c for c, v in table["labels"].items() if v.get("n") and v["median_diff"] <= RETEST_TOLERANCE]
             _say(f"retest {setting} ({'v1' if v1 else labeller}): {len(table['jobs'])} jobs; {len(ok)} of "
                  f"{len(table['labels'])} labels within {RETEST_TOLERANCE:.0%} median difference")
-        second = os.path.normpath(again) + "2"  # a second retest: same host, another time
-        if os.path.exists(os.path.join(second, "results.csv")):
-            table = retest_table(again, second, "timeline", max_contention=10.0)
-            entry["retest2"] = {"dataset": _shown(second), "jobs": table["jobs"], "labels": table["labels"]}
+        entry["other_sessions"] = [  # the retest jobs measured on other days: the host's drift
+            {"dataset": _shown(run), "when": _when_measured(run),
+             **retest_table(first, run, "timeline", max_contention=10.0)} for run in other_session_dirs(first)]
         other = _same_grid_elsewhere(ctx, setting)
         if other:  # the same jobs measured on another host: how far apart two CPU models are
             from driple.collect.retest import host_ratio_table
@@ -525,25 +526,48 @@ def _report_retest(retest) -> list[str]:
                              f"{_f(fl.get('nrmse'))} | {_f(fl.get('mape'), True)} | {ok} |")
             lines.append("")
     for setting, entry in retest["settings"].items():
-        lines += _second_retest_lines(setting, entry) + _other_host_lines(setting, entry)
+        lines += _other_session_lines(setting, entry) + _other_host_lines(setting, entry)
     return lines
 
 
-def _second_retest_lines(setting: str, entry: dict) -> list[str]:
-    """The retest against the first run and against a third run (``<dataset>-retest2``)."""
-    second = entry.get("retest2")
-    if not second or not second.get("labels"):
+def _when_measured(dataset_dir: str) -> str:
+    """The UTC span of a dataset's ok rows (``started``), e.g. ``2026-11-25 06:57-07:07 UTC``."""
+    import pandas as pd
+
+    from driple.collect.results import load_results
+
+    table = load_results(dataset_dir)
+    if "started" not in table.columns:
+        return "?"
+    started = pd.to_datetime(table.loc[table["status"] == "ok", "started"], utc=True, errors="coerce").dropna()
+    if started.empty:
+        return "?"
+    first, last = started.min(), started.max()
+    end = last.strftime("%H:%M") if first.date() == last.date() else last.strftime("%Y-%m-%d %H:%M")
+    return f"{first.strftime('%Y-%m-%d %H:%M')}-{end} UTC"
+
+
+def _other_session_lines(setting: str, entry: dict) -> list[str]:
+    """The dataset against its same-session retest and against the retest jobs measured in other
+    sessions (``<dataset>-retest-<name>``): median difference per label."""
+    runs = [r for r in entry.get("other_sessions") or [] if r.get("labels")]
+    if not runs:
         return []
-    first = (entry.get("timeline") or {}).get("retest") or {}
-    lines = [f"### {setting}: the retest measured again", "",
-             f"The {len(second['jobs'])} retest jobs measured a third time (`{second['dataset']}`, "
-             "quiet jobs only): retest against the first measurement, and against this third one. "
-             "Two runs close in time agree more than runs far apart when the host drifts.", "",
-             "| label | first vs retest | retest vs third |", "|---|---|---|"]
+    same = (entry.get("timeline") or {}).get("retest") or {}
+    lines = [f"### {setting}: the retest jobs in other sessions", "",
+             "Median difference between the dataset and each measurement of its retest jobs: the "
+             "retest of the same session, and runs of other sessions (quiet jobs only). Columns far "
+             "above the first show a host that drifted between sessions, not a label that scatters.", "",
+             "| label | same session | " + " | ".join(f"`{os.path.basename(r['dataset'])}` ({r['when']}, "
+                                                     f"{len(r['jobs'])} jobs)" for r in runs) + " |",
+             "|---" * (len(runs) + 2) + "|"]
+
     def pct(v: dict) -> str:
         return _f(100 * v["median_diff"], True) if v.get("n") else "-"
 
-    lines += [f"| {label} | {pct(first.get(label, {}))} | {pct(v)} |" for label, v in second["labels"].items()]
+    for label, v in same.items():
+        if v.get("n"):
+            lines.append(f"| {label} | {pct(v)} | " + " | ".join(pct(r["labels"].get(label, {})) for r in runs) + " |")
     return lines + [""]
 
 

@@ -174,13 +174,18 @@ def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tm
     import pandas as pd
 
     data = tmp_path / "datasets"
-    for d in ("new-host/cpu-ddp-w2-lo", "new-host/cpu-ddp-w2-lo-retest", "new-host/cpu-ddp-w2-lo-retest2",
+    for d in ("new-host/cpu-ddp-w2-lo", "new-host/cpu-ddp-w2-lo-retest", "new-host/cpu-ddp-w2-lo-retest-day2",
               "old-host/cpu-ddp-w2-lo"):
         write_dataset(data / d, n_configs=6)
     old = data / "old-host" / "cpu-ddp-w2-lo" / "results.csv"
     table = pd.read_csv(old)
     table["step_time"] *= 1.25  # the old host was slower
     table.to_csv(old, index=False)
+    day2 = data / "new-host" / "cpu-ddp-w2-lo-retest-day2" / "results.csv"
+    table = pd.read_csv(day2)
+    table["started"] = pd.date_range("2026-11-25 06:57", periods=len(table), freq="min", tz="UTC").map(
+        lambda t: t.isoformat())
+    table.to_csv(day2, index=False)
     (data / "settings.json").write_text(json.dumps({"format": "driple-setting-datasets", "settings": {
         "cpu-ddp-w2-lo": {"dataset": "new-host/cpu-ddp-w2-lo", "cpu_model": "?"}}}))
     out = tmp_path / "eval"
@@ -192,9 +197,13 @@ def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tm
     assert other["labels"]["step_time"]["median_ratio"] == pytest.approx(1 / 1.25)
     assert other["labels"]["compute_burst_amount"]["median_ratio"] == pytest.approx(1)
     assert "### cpu-ddp-w2-lo: the same jobs on another host" in (out / "results.md").read_text()
-    # a second retest (the same jobs a third time) is compared with the retest
-    assert len(entry["retest2"]["jobs"]) == 6 and entry["retest2"]["labels"]["step_time"]["median_diff"] == 0
-    assert "### cpu-ddp-w2-lo: the retest measured again" in (out / "results.md").read_text()
+    # the retest jobs measured in another session are compared with the dataset, column by column
+    (run,) = entry["other_sessions"]
+    assert run["dataset"].endswith("cpu-ddp-w2-lo-retest-day2") and len(run["jobs"]) == 6
+    assert run["labels"]["step_time"]["median_diff"] == 0 and run["when"] == "2026-11-25 06:57-07:02 UTC"
+    report = (out / "results.md").read_text()
+    assert "### cpu-ddp-w2-lo: the retest jobs in other sessions" in report
+    assert "| step_time | 0% | 0% |" in report
 
 
 def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):

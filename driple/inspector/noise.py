@@ -15,6 +15,7 @@ measurements left out). :mod:`driple.collect.retest` gives the per-job differenc
 """
 from __future__ import annotations
 
+import glob
 import os.path as osp
 from typing import Optional, Sequence
 
@@ -30,9 +31,18 @@ FLOOR_FACTOR = 2.0
 
 
 def retest_dir(dataset_dir: str) -> Optional[str]:
-    """``<dataset_dir>-retest`` if it holds a results.csv, else None."""
+    """``<dataset_dir>-retest`` if it holds a results.csv, else None: the retest jobs measured
+    again in the same session as the dataset (the floor is judged against it)."""
     path = osp.normpath(dataset_dir) + "-retest"
     return path if osp.exists(osp.join(path, "results.csv")) else None
+
+
+def other_session_dirs(dataset_dir: str) -> list[str]:
+    """``<dataset_dir>-retest-<name>`` directories holding a results.csv, sorted: the retest
+    jobs measured in other sessions (another day's host). Compared with the dataset, they show
+    how far a host drifts between sessions, which a same-session retest cannot see."""
+    base = osp.normpath(dataset_dir) + "-retest-"
+    return sorted(p for p in glob.glob(glob.escape(base) + "*") if osp.isfile(osp.join(p, "results.csv")))
 
 
 def noise_floor(first_dir: str, again_dir: str, columns: Optional[Sequence[str]] = None,

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from driple.errors import DripleError
-from driple.inspector.noise import floor_check, noise_floor, retest_dir
+from driple.inspector.noise import floor_check, noise_floor, other_session_dirs, retest_dir
 from driple.metrics import METRICS, use_labels
 
 
@@ -27,6 +27,10 @@ def test_noise_floor_by_hand(tmp_path):
     first = write(tmp_path / "S", {"j1": 100, "j2": 50, "j3": 10}, extra_column="step_time")
     again = write(tmp_path / "S-retest", {"j1": 110, "j2": 50, "j4": 7})
     assert retest_dir(first) == again and retest_dir(again) is None
+    assert other_session_dirs(first) == []
+    later = write(tmp_path / "S-retest-day2", {"j1": 120})
+    (tmp_path / "S-retest-empty").mkdir()  # no results.csv: not a run
+    assert other_session_dirs(first) == [later] and retest_dir(first) == again
     floor = noise_floor(first, again, [*METRICS, "step_time"])
     assert floor["jobs"] == ["j1", "j2"]  # j3 was not measured again, j4 not at first
     e = floor["labels"]["compute_burst_amount"]
