@@ -259,6 +259,8 @@ def _train_variants(args, root, variants, options):
 
         with mp.get_context("spawn").Pool(len(jobs)) as pool:
             states = pool.map(_train_one, jobs)
+            pool.close()  # let the workers exit (the with block alone terminates them, and the
+            pool.join()   # semaphores of their queues are then reported leaked at shutdown)
     return [TrainedInspector.from_state(s) for s in states]
 
 

@@ -315,6 +315,8 @@ class InspectorDataset(InMemoryDataset):
             for key, error in bar:
                 if error:
                     failed[key] = error
+            pool.close()  # workers exit on their own: terminating them (the with block's exit)
+            pool.join()   # leaves their queues' semaphores reported leaked at shutdown
         return failed
 
     def process(self):
