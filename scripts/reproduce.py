@@ -388,7 +388,8 @@ def section_colocate(ctx: Context) -> None:
     from driple.predict.registry import resolve
 
     shipped = set(ctx.settings())
-    out = {}
+    out = {k: v for k, v in ctx.kept("colocate", "coruns").items()  # --settings: the others stay
+           if k.removeprefix("corun-") not in ctx.args.settings}
     for setting in ctx.index.settings():
         coruns, name = ctx.index.corun_dir(setting), f"corun-{setting}"
         if setting not in shipped or not os.path.exists(os.path.join(coruns, "coruns.csv")):

@@ -253,6 +253,15 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
         assert sum(section["confusion"][name].values()) == 1
     assert len(section["slowdown"]) == 2 and min(section["slowdown"]) > 0
     assert f"### corun-{SETTING_1G} (1 co-runs" in (out / "results.md").read_text()
+    # --settings redoes its own co-runs and keeps those of other settings
+    saved = json.loads((out / "colocate.json").read_text())
+    saved["coruns"]["corun-another-setting"] = dict(section, coruns=[])
+    saved["coruns"][f"corun-{SETTING_1G}"] = {}
+    (out / "colocate.json").write_text(json.dumps(saved))
+    assert reproduce.main(["--sections", "colocate", "--settings", SETTING_1G, "--datasets-dir", str(data),
+                           "--models-dir", str(ROOT / "trained_models"), "--out", str(out), "--quiet"]) == 0
+    again = json.loads((out / "colocate.json").read_text())["coruns"]
+    assert again["corun-another-setting"]["coruns"] == [] and again[f"corun-{SETTING_1G}"] == section
     capsys.readouterr()
 
     spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
