@@ -949,7 +949,7 @@ def run_side_by_side(ctx: Context, sections: list[str]) -> None:
         from driple.errors import DripleError
 
         raise DripleError("; ".join(failures) + f" (finished sections are in {scratch})")
-    _merge(ctx, [j["out"] for j in jobs], sections)
+    _merge(ctx, [(j["out"], secs, only) for j, (secs, only) in zip(jobs, children)])
     shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -977,22 +977,26 @@ def _run_sections(ctx: Context, sections: list[str]) -> None:
         globals()[f"section_{section}"](ctx)
 
 
-def _merge(ctx: Context, outs: list[str], sections: list[str]) -> None:
-    """Children's JSON into ``ctx.out``: accuracy merged by setting (the source first), every
-    other section's file copied."""
+def _merge(ctx: Context, children: list[tuple[str, list[str], list[str] | None]]) -> None:
+    """Children's JSON into ``ctx.out``. ``children``: (output directory, the sections it ran,
+    the settings it ran them for; None: all). Each child starts from a copy of the earlier
+    JSON (what ``--settings`` keeps), so only what a child ran is taken from it: accuracy by
+    setting (the source first, over the kept entries), every other section's file from the
+    child that ran it."""
     os.makedirs(ctx.out, exist_ok=True)
-    merged, first = {}, None
-    for out in outs:
-        for name in sorted(os.listdir(out)):
-            section = name[:-len(".json")] if name.endswith(".json") else None
-            if section not in sections:
+    merged, first = ctx.kept("accuracy", "settings"), None
+    for out, sections, only in children:
+        for section in sections:
+            path = os.path.join(out, f"{section}.json")
+            if not os.path.exists(path):
                 continue
-            data = json.load(open(os.path.join(out, name)))
             if section == "accuracy":
+                data = json.load(open(path))
                 first = first or data
-                merged.update(data.get("settings") or {})
+                merged.update({s: e for s, e in (data.get("settings") or {}).items()
+                               if only is None or s in only})
             else:
-                shutil.copy2(os.path.join(out, name), os.path.join(ctx.out, name))
+                shutil.copy2(path, os.path.join(ctx.out, f"{section}.json"))
     if first is not None:
         source = first.get("source")
         order = sorted(merged, key=lambda s: s != source)

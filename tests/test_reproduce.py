@@ -137,6 +137,14 @@ def test_side_by_side_processes_give_what_one_process_gives(reproduce, shipped, 
     r1, r2 = (json.loads((d / "retest.json").read_text())["settings"] for d in (one, two))
     assert r1 == r2
     assert not [p for p in (tmp_path / "w2").iterdir() if p.name.startswith("reproduce-")]  # cleaned up
+    # again for one setting: its new entry is kept (not the earlier one another child held a copy
+    # of), the other setting's earlier entry stays
+    before = json.loads((two / "accuracy.json").read_text())["settings"]
+    assert reproduce.main([*common, "--out", str(two), "--work-dir", str(tmp_path / "w2"), "--jobs", "2",
+                           "--settings", "cpu-ddp-w2-1g", "--estimators", "mean"]) == 0
+    after = json.loads((two / "accuracy.json").read_text())["settings"]
+    assert after["cpu-ddp-w2-1g"]["family"]["estimators"] == ["inspector", "mean"]  # this run's
+    assert after["cpu-ddp-w2-lo"] == before["cpu-ddp-w2-lo"]
 
 
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
