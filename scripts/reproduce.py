@@ -913,8 +913,11 @@ def run_side_by_side(ctx: Context, sections: list[str]) -> None:
     if ctx.work:
         os.makedirs(ctx.work, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="reproduce-", dir=ctx.work)
-    graph_cache = a.graph_cache or os.path.join(ctx.work or scratch, "graph-cache")
-    _say(f"side by side ({a.jobs} processes); building every graph first into {graph_cache}")
+    # without a work directory the children read the datasets in place, and their graphs from
+    # each dataset's own cache (as a run without --jobs does: nothing rebuilt that is cached)
+    graph_cache = a.graph_cache or (os.path.join(ctx.work, "graph-cache") if ctx.work else None)
+    _say(f"side by side ({a.jobs} processes); building every missing graph first into "
+         f"{graph_cache or 'the graph cache beside each dataset'}")
     a.graph_cache = graph_cache
     settings = ctx.settings()
     for setting in settings:  # one builder, so that no two processes write one cache entry
@@ -937,7 +940,7 @@ def run_side_by_side(ctx: Context, sections: list[str]) -> None:
             if name.endswith(".json"):  # earlier entries that --settings keeps
                 shutil.copy2(os.path.join(ctx.out, name), out)
         child = {**vars(a), "sections": ",".join(secs), "settings": only, "out": out,
-                 "work_dir": os.path.join(scratch, f"work{i}"), "jobs": 1,
+                 "work_dir": os.path.join(scratch, f"work{i}") if ctx.work else None, "jobs": 1,
                  "datasets_dir": ctx.datasets, "models_dir": ctx.models}
         jobs.append(child)
     # fork: the children start from this process (its imports, its label version); the graphs

@@ -145,6 +145,17 @@ def test_side_by_side_processes_give_what_one_process_gives(reproduce, shipped, 
     after = json.loads((two / "accuracy.json").read_text())["settings"]
     assert after["cpu-ddp-w2-1g"]["family"]["estimators"] == ["inspector", "mean"]  # this run's
     assert after["cpu-ddp-w2-lo"] == before["cpu-ddp-w2-lo"]
+    # without a work directory the children read the datasets' own graph cache: nothing rebuilt
+    three, cache = tmp_path / "three", data / ".graph-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    assert reproduce.main([*common, "--out", str(three), "--jobs", "2"]) == 0
+    assert any(cache.iterdir())  # built where a run without --jobs would have
+    cached = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    c = json.loads((three / "accuracy.json").read_text())
+    for setting, entry in a["settings"].items():
+        assert c["settings"][setting]["family"]["scores"] == entry["family"]["scores"], setting
+    assert reproduce.main([*common, "--out", str(three), "--jobs", "2"]) == 0
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == cached  # none written again
 
 
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
