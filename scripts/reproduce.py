@@ -301,6 +301,13 @@ def _coverage(report: dict, nominal: float) -> dict:
     return out
 
 
+def _run_stamp() -> dict:
+    """This run's command and date, kept in each entry of a section: with ``--settings`` the
+    entries of other settings stay from earlier runs, and say which."""
+    return {"command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
 def section_accuracy(ctx: Context) -> None:
     from driple.inspector.evaluate import evaluate, format_report, to_json
     from driple.inspector.noise import noise_floor, retest_dir
@@ -321,9 +328,7 @@ def section_accuracy(ctx: Context) -> None:
                 source_ds = ctx.dataset(transfer["from_setting"], source.build_options())
         retest = retest_dir(ctx.dataset_dir(setting))
         floor = noise_floor(ctx.dataset_dir(setting), retest, ds.target_names) if retest else None
-        entry = {"jobs": len(ds), "cpu_model": _cpu_models_text(ds.frame), "retest": retest,  # each setting's own run:
-                 "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),  # --settings keeps others
-                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        entry = {"jobs": len(ds), "cpu_model": _cpu_models_text(ds.frame), "retest": retest, **_run_stamp()}
         for split in a.splits:
             t0 = time.perf_counter()
             report = evaluate(inspector, ds, split=split, baselines=_estimators_for(a.estimators, ds),
@@ -398,8 +403,8 @@ def section_colocate(ctx: Context) -> None:
         result = evaluate_coruns(coruns, setting=setting, solo=ctx.dataset_dir(setting),
                                  inspector=str(path))
         _say(format_result(result) + "\n")
-        out[name] = {**result, "command_of_a_row": f"python scripts/eval_colocate.py --coruns "
-                                                   f"{_shown(coruns)} --setting <models>/{setting}"}
+        out[name] = {**result, **_run_stamp(), "command_of_a_row": f"python scripts/eval_colocate.py --coruns "
+                                                                  f"{_shown(coruns)} --setting <models>/{setting}"}
     if not out:
         _say("colocate: no corun-<setting> dataset with an inspector; skipped")
         return
@@ -433,7 +438,7 @@ def section_transfer(ctx: Context) -> None:
         rows = run_study(source, ds, a.fractions, ["paper", "mlp", "scratch"], options,
                          progress=not a.quiet)
         out[target] = {"rows": rows, "summary": summarize(rows, a.tolerance), "tolerance": a.tolerance,
-                       "source_retrained_without": held}
+                       "source_retrained_without": held, **_run_stamp()}
         _say("\n".join(out[target]["summary"]))
         ctx.save("transfer", {"source": source_name, "targets": out})
 

@@ -158,6 +158,19 @@ def test_side_by_side_processes_give_what_one_process_gives(reproduce, shipped, 
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == cached  # none written again
 
 
+def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp_path):
+    """The transfer study of each target: every scheme at every fraction, and the run that made
+    the entry (with --settings the other targets' entries stay from earlier runs)."""
+    data, models = shipped
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "transfer", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--fractions", "0.5", "1.0", "--epochs", "2", "--quiet"]) == 0
+    entry = json.loads((out / "transfer.json").read_text())["targets"]["cpu-ddp-w2-1g"]
+    assert sorted((r["fraction"], r["scheme"]) for r in entry["rows"]) == [
+        (f, s) for f in (0.5, 1.0) for s in ("mlp", "paper", "scratch")]
+    assert entry["date"] and entry["command"].startswith("python scripts/reproduce.py")
+
+
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
                                                       monkeypatch, capsys):
     """The out-of-zoo section scores the shipped source on a held-out set of other jobs, as
@@ -280,7 +293,9 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
     assert reproduce.main(["--sections", "colocate", "--settings", SETTING_1G, "--datasets-dir", str(data),
                            "--models-dir", str(ROOT / "trained_models"), "--out", str(out), "--quiet"]) == 0
     again = json.loads((out / "colocate.json").read_text())["coruns"]
-    assert again["corun-another-setting"]["coruns"] == [] and again[f"corun-{SETTING_1G}"] == section
+    assert again["corun-another-setting"]["coruns"] == []
+    unstamped = lambda entry: {k: v for k, v in entry.items() if k not in ("date", "command")}  # noqa: E731
+    assert unstamped(again[f"corun-{SETTING_1G}"]) == unstamped(section) and section["date"] and section["command"]
     capsys.readouterr()
 
     spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
