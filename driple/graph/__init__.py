@@ -1,7 +1,7 @@
 """Input builder: a PyTorch training step → op graph (+ communication) → groups → ``Data``.
 
 Modules in data-flow order: :mod:`trace` (fake-tensor trace of the whole step), :mod:`opgraph`
-(networkx op graph), :mod:`comm` (DDP buckets / PS shards), :mod:`features` (op-frequency
+(networkx op graph; :mod:`flops` the FLOP formulas it records), :mod:`comm` (DDP buckets / PS shards), :mod:`features` (op-frequency
 code and per-op quantities), :mod:`grouping` (fluid communities), :mod:`build` (``Data``);
 beside them :mod:`summary_features` (graph-level features and physical priors) and
 :mod:`host_speed` (the host figures the priors divide by).
@@ -9,4 +9,5 @@ beside them :mod:`summary_features` (graph-level features and physical priors) a
 
 # Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:
 # cached graphs (driple.inspector.dataset) are keyed by it, not by the source text.
-BUILDER_VERSION = 2  # 2: fluid communities independent of PYTHONHASHSEED
+BUILDER_VERSION = 3  # 2: fluid communities independent of PYTHONHASHSEED; 3: grouped convolutions'
+#                       backward FLOPs counted with their groups (driple.graph.flops)

@@ -30,9 +30,9 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, is_fake, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
 
 from driple.errors import DripleError
+from driple.graph.flops import flop_formula
 from driple.zoo.workload import call_arguments, default_loss
 
 try:  # newer torch; an older make_fx ran every CompositeImplicitAutograd decomposition it met
@@ -161,7 +161,7 @@ class _OpInfo:
         self.short = names._target_to_str(func.overloadpacket.__name__)  # make_fx's name candidate
         self.data_dependent = torch.Tag.data_dependent_output in func.tags
         self.seeded = torch.Tag.nondeterministic_seeded in func.tags
-        self.formula = flop_registry.get(func.overloadpacket)
+        self.formula = flop_formula(func)
 
 
 _INFO: dict[Any, _OpInfo] = {}

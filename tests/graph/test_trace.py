@@ -158,3 +158,21 @@ def test_errors_blame_the_part_that_failed(mlp_step):
     assert "default loss" not in str(err.value)
     with pytest.raises(DripleError, match="loss function must return a scalar"):
         trace_training_step(model, batch, loss_fn=lambda out, y: out)
+
+
+def test_grouped_convolution_backward_flops_carry_the_groups():
+    """Depthwise 3x3 convs (4 channels, groups=4) on 2x4x5x5, padding 1: a forward is
+    2 * B*Cout*H*W * (Cin/groups)*k*k = 2*2*4*25*1*9 = 3600 FLOPs; each gradient costs as much.
+    The second conv's backward computes both gradients (7200), the first only its weight's (the
+    batch needs no gradient: 3600). torch's own formula charges the weight gradient as a dense
+    4x4 conv (4x)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False),
+                          nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False),
+                          nn.Flatten(), nn.Linear(100, 2))
+    batch = (torch.randn(2, 4, 5, 5), torch.randint(0, 2, (2,)))
+    graph = build_op_graph(trace_training_step(model, batch, loss_fn=nn.functional.cross_entropy,
+                                               optimizer="sgd"))
+    flops = {op: sorted(d["flops"] for _, d in graph.nodes(data=True) if d["op"] == op)
+             for op in ("convolution", "convolution_backward")}
+    assert flops == {"convolution": [3600, 3600], "convolution_backward": [3600, 7200]}

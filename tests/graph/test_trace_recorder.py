@@ -6,9 +6,9 @@ into the same :class:`OpNode` records and swapped in for ``trace._record``.
 import pytest
 import torch
 from torch import nn
-from torch.utils.flop_counter import flop_registry
 
 from driple.graph import trace
+from driple.graph.flops import flop_formula
 from driple.graph.opgraph import build_op_graph
 from driple.graph.trace import OpNode, StepGraph, trace_training_step
 
@@ -28,7 +28,7 @@ def make_fx_record(fn, inputs, fake_mode):
         val = n.meta.get("val")
         node.out_numel, node.out_bytes = trace._tensor_size(val)
         node.flops = node.out_numel
-        formula = flop_registry.get(getattr(n.target, "overloadpacket", None))
+        formula = flop_formula(n.target)
         if formula is not None:
             args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in n.args]
             kwargs = {k: v.meta.get("val") if isinstance(v, torch.fx.Node) else v for k, v in n.kwargs.items()}
