@@ -348,10 +348,9 @@ def section_accuracy(ctx: Context) -> None:
 
 
 def _estimators_for(names: list[str], ds) -> list[str]:
-    """``names`` without ``analytic`` and the estimators that read priors on a labels v1 dataset:
-    no step time to score the one on, and no one host's figures for the priors (v1 rows mix CPU
-    models)."""
-    v2_only = ("analytic", "hgb-priors", "hybrid+hgb-priors", "hybrid", "features")  # priors: one host
+    """``names`` without the estimators that read the host's figures (priors, rooflines) on a
+    labels v1 dataset: v1 rows mix CPU models, and carry no step time."""
+    v2_only = ("analytic", "roofline", "hgb-priors", "hybrid+hgb-priors", "hybrid", "features")
     return [n for n in names if n not in v2_only or "step_time" in ds.target_names]
 
 
@@ -1041,10 +1040,11 @@ def main(argv=None) -> int:
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
-    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,gnn,features,hybrid,hybrid+hgb-priors",
+    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,gnn,features,hybrid,hybrid+hgb-priors",
                    help="accuracy: estimators beside the inspector (default: the ablation of issue #15, "
-                   "mean,hgb,hgb-priors,knn,analytic,gnn,features,hybrid,hybrid+hgb-priors; any registered "
-                   "one can be named; analytic scores step time only, on labels v2; a column that is the "
+                   "mean,hgb,hgb-priors,knn,analytic,roofline,gnn,features,hybrid,hybrid+hgb-priors; any "
+                   "registered one can be named; analytic scores step time only, roofline the durations "
+                   "and step time, on labels v2; a column that is the "
                    "inspector's own configuration reuses its training)")
     p.add_argument("--no-retrain-source", action="store_true",
                    help="accuracy/transfer: keep the shipped source instead of retraining it without "

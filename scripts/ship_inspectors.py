@@ -73,6 +73,10 @@ def main(argv=None) -> int:
                    help="also consider every candidate averaged with gradient-boosted trees on its "
                    "graph-level inputs (hgb-priors, stored in the checkpoint); kept if better on "
                    "validation; a transferred target then refits its own trees")
+    p.add_argument("--roofline", action="store_true",
+                   help="also consider every candidate with the per-op-class roofline joined into its "
+                   "durations (driple.inspector.roofline; per duration: inspector, roofline or their "
+                   "mean, chosen on validation); a transferred target then refits its own")
     p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--build-workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
@@ -131,6 +135,10 @@ def main(argv=None) -> int:
                 from driple.inspector.ensemble import with_trees
 
                 tuned = with_trees(tuned, ds, tsplit, random_state=args.seed)
+            if source.roofline is not None:  # the target's own rates (its link, its host)
+                from driple.inspector.roofline import with_roofline
+
+                tuned = with_roofline(tuned, ds, tsplit)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
             entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
                          trained=f"transferred from {args.source} (paper scheme: first half of "
@@ -168,6 +176,11 @@ def _ship_source(args, load, options, command):
 
         candidates += [with_trees(c, source_ds, split, random_state=args.seed) for c in candidates]
         names += [f"{n}+trees" for n in names]
+    if args.roofline:
+        from driple.inspector.roofline import with_roofline
+
+        candidates += [with_roofline(c, source_ds, split) for c in candidates]
+        names += [f"{n}+roofline" for n in names]
     for name, c in zip(names, candidates):
         print(f"  {name}: validation mean NRMSE {c.info['scores']['val']['mean']['nrmse']:.3f}, "
               f"MAPE {c.info['scores']['val']['mean']['mape']:.1f}%", flush=True)

@@ -81,6 +81,8 @@ def tiny_graph_features(x, seed: int):
              optimizer_state_mb=0.4 * (seed + 1), comm_tx_mb=0.4 * (seed + 1), comm_rx_mb=0.4 * (seed + 1),
              comm_messages=1.0 + seed % 3, largest_message_mb=0.4, batch_size=32.0, workers=2.0,
              n_ops=float(x[:, 2].sum()), opt_sgd=1.0)
+    f.update(compute_ops=f["n_ops"], gflops_conv=0.8 * f["gflops"], gflops_matmul=0.2 * f["gflops"],
+             traffic_mb_conv=0.5 * f["traffic_mb"], traffic_mb_other=0.5 * f["traffic_mb"])
     return torch.tensor([feature_vector(f)], dtype=torch.float64)
 
 

@@ -93,6 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="average the network (geometric mean) with gradient-boosted trees on "
                        "its graph-level inputs and priors, fitted on the same training jobs and "
                        "stored in the checkpoint without pickle (default on, as shipped)")
+    train.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=False,
+                       help="join the per-op-class roofline (one fitted rate per op class, "
+                       "driple.inspector.roofline) into the duration targets: per target the "
+                       "network's, the roofline's or their mean, chosen on the validation jobs")
     train.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
                        help="predict each target as its physical prior times a learned factor "
                        "(default: on for hybrid and features, off for gnn)")
@@ -250,6 +254,10 @@ def run_train(args: argparse.Namespace) -> int:
         from driple.inspector.ensemble import with_trees
 
         predictor = with_trees(predictor, dataset, split, random_state=args.seed)
+    if args.roofline:
+        from driple.inspector.roofline import with_roofline
+
+        predictor = with_roofline(predictor, dataset, split)
     predictor.info["split"] = split.to_dict(dataset)
     path = predictor.save(args.out)
     scores_path = osp.join(osp.dirname(path), "scores.json")
@@ -368,6 +376,11 @@ def run_finetune(args: argparse.Namespace) -> int:
 
         predictor = with_trees(predictor, dataset, Split.from_dict(predictor.info["split"], dataset),
                                random_state=options.seed)
+    if source.roofline is not None:  # the target setting's own rates
+        from driple.inspector.roofline import with_roofline
+        from driple.inspector.splits import Split
+
+        predictor = with_roofline(predictor, dataset, Split.from_dict(predictor.info["split"], dataset))
     path = predictor.save(args.out)
     t = predictor.info["transfer"]
     if args.json:

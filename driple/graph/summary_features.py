@@ -20,7 +20,16 @@ op graph and the setting's strategy; recorded in ``Data.graph_features`` by
   gradients out, the pulled parameters in);
 - ``comm_messages``: buckets (DDP) or shards (PS) per step; ``largest_message_mb``: the largest;
 - ``batch_size`` (per worker), ``workers``, ``servers``, ``n_ops`` (ops in the graph);
-- ``opt_sgd``, ``opt_adam``, ``opt_adamw``, ``opt_other``: the optimizer, one-hot.
+- ``opt_sgd``, ``opt_adam``, ``opt_adamw``, ``opt_other``: the optimizer, one-hot;
+- ``compute_ops``: the compute ops (forward, backward, optimizer) of the graph;
+- ``gflops_<class>``, ``traffic_mb_<class>``: FLOPs and memory traffic split by op class
+  (:data:`OP_CLASSES`: convolutions, matmuls, attention, recurrent cells, normalization, pooling,
+  embeddings, the rest). A CPU runs each class at its own fraction of its GEMM peak and copy
+  bandwidth; a family's step time follows its mix of classes (the per-class roofline of
+  :mod:`driple.inspector.roofline`).
+
+:data:`BASE_FEATURES` are the features before the op-class split (what the hybrid and the
+tree models read by default).
 
 **Physical priors** (:data:`PRIORS`; :func:`priors` computes them for a setting and the host
 figures of :mod:`driple.graph.host_speed`; units in the names):
@@ -55,12 +64,27 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 #: Copies of the parameters an optimizer keeps as state (SGD with momentum: the velocity; Adam,
 #: AdamW: the two moments); an optimizer not listed counts as 2.
 OPTIMIZER_STATE_COPIES = {"sgd": 1, "adam": 2, "adamw": 2}
-GRAPH_FEATURES = (
+BASE_FEATURES = (
     "gflops", "traffic_mb", "param_mb", "activation_mb", "optimizer_state_mb",
     "comm_tx_mb", "comm_rx_mb", "comm_messages", "largest_message_mb",
     "batch_size", "workers", "servers", "n_ops",
     "opt_sgd", "opt_adam", "opt_adamw", "opt_other",
 )
+#: Op classes by substrings of the ATen op name, first match wins (``convolution_backward`` is a
+#: convolution, ``addmm`` a matmul, ``mkldnn_rnn_layer`` a recurrent cell); the rest: ``other``.
+OP_CLASSES = {
+    "conv": ("convolution", "conv"),
+    "matmul": ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm"),
+    "attn": ("scaled_dot_product", "_efficient_attention", "_flash"),
+    "rnn": ("lstm", "gru", "rnn"),
+    "norm": ("batch_norm", "layer_norm", "native_batch_norm", "native_layer_norm", "group_norm"),
+    "pool": ("pool",),
+    "embed": ("embedding",),
+    "other": (),
+}
+OP_CLASS_FEATURES = ("compute_ops", *(f"gflops_{c}" for c in OP_CLASSES),
+                     *(f"traffic_mb_{c}" for c in OP_CLASSES))
+GRAPH_FEATURES = (*BASE_FEATURES, *OP_CLASS_FEATURES)
 PRIORS = ("link_mb_s", "prior_compute_s", "prior_memory_s", "prior_busy_s", "prior_comm_s",
           "prior_step_s", "prior_memory_mb", "prior_memory_pct")
 #: Features that are not sizes or counts (no log scale): the optimizer's one-hot columns.
@@ -73,6 +97,15 @@ def optimizer_key(name: str) -> str:
     ``"other"`` otherwise."""
     key = str(name or "").lower()
     return key if key in OPTIMIZERS else "other"
+
+
+def op_class(op: str) -> str:
+    """The class of an ATen op name in :data:`OP_CLASSES`."""
+    name = str(op).lower()
+    for cls, keys in OP_CLASSES.items():
+        if any(k in name for k in keys):
+            return cls
+    return "other"
 
 
 def graph_features(graph: nx.DiGraph, param_bytes: Sequence[int], batch_size: int,
@@ -92,12 +125,18 @@ def graph_features(graph: nx.DiGraph, param_bytes: Sequence[int], batch_size: in
         comm: The strategy's messages per step (``{"bytes": payload}`` per bucket or shard).
     """
     flops = traffic = activation = tx = rx = 0.0
+    class_flops, class_traffic = dict.fromkeys(OP_CLASSES, 0.0), dict.fromkeys(OP_CLASSES, 0.0)
+    compute_ops = 0
     for _, d in graph.nodes(data=True):
         if d["phase"] == "comm":
             moved = float(d["out_bytes"])
             tx += 0.0 if d["op"] in _RX_ONLY else moved
             rx += 0.0 if d["op"] in _TX_ONLY else moved
             continue
+        cls = op_class(d["op"])
+        compute_ops += 1
+        class_flops[cls] += float(d["flops"])
+        class_traffic[cls] += float(d["in_bytes"]) + float(d["out_bytes"])
         flops += float(d["flops"])
         traffic += float(d["in_bytes"]) + float(d["out_bytes"])
         if d["phase"] == "forward":
@@ -121,6 +160,9 @@ def graph_features(graph: nx.DiGraph, param_bytes: Sequence[int], batch_size: in
         "n_ops": float(graph.number_of_nodes()),
     }
     out.update({f"opt_{k}": float(opt == k) for k in (*OPTIMIZERS, "other")})
+    out["compute_ops"] = float(compute_ops)
+    out.update({f"gflops_{c}": v / 1e9 for c, v in class_flops.items()})
+    out.update({f"traffic_mb_{c}": v / 1e6 for c, v in class_traffic.items()})
     return {k: out[k] for k in GRAPH_FEATURES}
 
 

@@ -220,14 +220,14 @@ class HGBPriors(Estimator):
 
     def fit_graphs(self, train: Sequence, val: Sequence, targets: Sequence[str], setting: str) -> "HGBPriors":
         """Fit on the graphs ``train`` (with ``y``), iterations chosen on ``val``."""
-        from driple.graph.summary_features import GRAPH_FEATURES
+        from driple.graph.summary_features import BASE_FEATURES
         from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
         from driple.inspector.scaling import median_floor
         from driple.metrics import target
 
         train, val = list(train), list(val)
         features = stack_graph_features(train)
-        self.inputs_ = GraphInputs(GRAPH_FEATURES, DEFAULT_PRIORS, setting, self.host).fit(features)
+        self.inputs_ = GraphInputs(BASE_FEATURES, DEFAULT_PRIORS, setting, self.host).fit(features)
         self.target_prior_names_ = [target(t).prior for t in targets]
         # the prior's floor in proportion to the target's (1 % of the median, as HGBBaseline's):
         # a target that is c x its prior is then exactly a residual of ln c at every size

@@ -79,6 +79,7 @@ class TrainedInspector:
         self.target_priors = None if target_priors is None else tuple(target_priors)
         self._labels, self._units = label_version(), None  # from_state sets the recorded ones
         self.trees = None  # a TreeMember whose predictions are averaged in (attach_trees)
+        self.roofline = None  # a RooflineMember joined into the durations (attach_roofline)
         if len(self.targets) != model.out_channels:
             raise DripleError(f"the model has {model.out_channels} outputs for {len(self.targets)} "
                               f"targets ({', '.join(self.targets)})")
@@ -107,10 +108,20 @@ class TrainedInspector:
         self.trees = trees
         return self
 
+    def attach_roofline(self, roofline) -> "TrainedInspector":
+        """Join a fitted :class:`~driple.inspector.roofline.RooflineMember` of the same targets
+        into every :meth:`predict` (per duration target: its mode); None detaches."""
+        if roofline is not None and tuple(roofline.targets) != tuple(self.targets):
+            raise DripleError(f"the roofline predicts {', '.join(roofline.targets)}, the inspector "
+                              f"{', '.join(self.targets)}")
+        self.roofline = roofline
+        return self
+
     @property
     def configuration_name(self) -> str:
-        """:attr:`configuration`, with ``+trees`` when a tree member is attached."""
-        return self.configuration + ("+trees" if self.trees is not None else "")
+        """:attr:`configuration`, with ``+trees`` / ``+roofline`` for the attached members."""
+        return (self.configuration + ("+trees" if self.trees is not None else "")
+                + ("+roofline" if self.roofline is not None else ""))
 
     @property
     def residual(self) -> bool:
@@ -295,6 +306,8 @@ class TrainedInspector:
             from driple.inspector.trees import geometric_mean
 
             out = geometric_mean(out, self.trees.predict(graphs))
+        if self.roofline is not None:
+            out = self.roofline.combine(out, graphs)
         return out
 
     def build_options(self) -> dict:
@@ -328,6 +341,7 @@ class TrainedInspector:
             "graph_inputs": None if self.graph_inputs is None else self.graph_inputs.to_dict(),
             "target_priors": None if self.target_priors is None else list(self.target_priors),
             "trees": None if self.trees is None else self.trees.to_state(),
+            "roofline": None if self.roofline is None else self.roofline.to_state(),
             **self.info,
         }
 
@@ -385,7 +399,7 @@ class TrainedInspector:
         model.eval()
         skip = {"format", "format_version", "driple_version", "config", "state_dict",
                 "feature_scaler", "target_scaler", "metrics", "units", "labels", "graph_inputs",
-                "target_priors", "trees"}
+                "target_priors", "trees", "roofline"}
         if model.out_channels != len(state["metrics"]):
             raise DripleError(f"{source} is inconsistent: {model.out_channels} outputs for "
                               f"{len(state['metrics'])} target names")
@@ -401,6 +415,14 @@ class TrainedInspector:
             except (KeyError, TypeError, ValueError) as exc:
                 raise DripleError(f"{source}: its tree member is damaged ({type(exc).__name__}: {exc})") from None
             out.attach_trees(trees)
+        if state.get("roofline"):
+            from driple.inspector.roofline import RooflineMember
+
+            try:
+                roofline = RooflineMember.from_state(state["roofline"])
+            except (KeyError, TypeError, ValueError, DripleError) as exc:
+                raise DripleError(f"{source}: its roofline is damaged ({type(exc).__name__}: {exc})") from None
+            out.attach_roofline(roofline)
         return out
 
 

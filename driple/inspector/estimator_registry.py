@@ -1,4 +1,4 @@
-"""Estimators by name: the baselines, the analytic step time, the inspector's configurations (the paper's graph network,
+"""Estimators by name: the baselines, the analytic step time and the per-op-class roofline, the inspector's configurations (the paper's graph network,
 the hybrid with graph-level features and priors, features only), and any registered one.
 
 :func:`make_estimator` makes a fresh :class:`~driple.inspector.estimators.Estimator` by name
@@ -53,6 +53,12 @@ def _builtin() -> dict[str, Factory]:
 
         return AnalyticEstimator()
 
+    def roofline(seed=0, **_):
+        """The per-op-class roofline of the durations and the step time (NNLS rates)."""
+        from driple.inspector.roofline import RooflineEstimator
+
+        return RooflineEstimator()
+
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
             """An inspector configuration of :func:`~driple.inspector.train.preset`; given
@@ -83,6 +89,7 @@ def _builtin() -> dict[str, Factory]:
         "hgb-priors": lambda seed=0, **_: HGBPriors(random_state=seed),
         "knn": lambda seed=0, **_: NearestArchitecture(),
         "analytic": analytic,
+        "roofline": roofline,
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
@@ -91,7 +98,8 @@ def _builtin() -> dict[str, Factory]:
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "gnn", "hybrid", "features", "hybrid+hgb-priors")
+    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "gnn", "hybrid", "features",
+            "hybrid+hgb-priors")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -103,7 +111,8 @@ def make_estimator(name: str, seed: int = 0, options=None, progress: bool = Fals
                    cache: Optional[dict] = None) -> Estimator:
     """A fresh estimator by name: ``mean``, ``hgb``, ``hgb-priors``, ``knn`` (baselines; ``hgb-priors``
     reads what the hybrid's head reads, see :class:`~driple.inspector.baselines.HGBPriors`), ``analytic`` (the
-    roofline step time, calibrated by one factor; step_time only), ``gnn`` (the paper's
+    roofline step time, calibrated by one factor; step_time only), ``roofline`` (the roofline
+    split by op class, one fitted rate per class: every duration and the step time), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a
     registered one."""

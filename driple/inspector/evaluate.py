@@ -305,17 +305,22 @@ def evaluate(
 def _inspector_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
                        progress, cache) -> Callable[[Split], Estimator]:
     """Per fold: the checkpoint's configuration trained again (scratch or transferred), with
-    its tree member fitted again on the fold too when it has one."""
+    its tree member and its roofline fitted again on the fold too when it has them."""
     network = _network_factory(predictor, dataset, options, overrides, seed, source, source_dataset,
                                progress, cache)
-    if predictor.trees is None:
-        return network
-    from driple.inspector.baselines import HGBPriors
-    from driple.inspector.estimators import EnsembleEstimator
+    made = network
+    if predictor.trees is not None:
+        from driple.inspector.baselines import HGBPriors
+        from driple.inspector.estimators import EnsembleEstimator
 
-    host = predictor.trees.inputs.host
-    return lambda fold: EnsembleEstimator([network(fold), HGBPriors(random_state=seed, host=host)],
-                                          name="inspector")
+        host = predictor.trees.inputs.host
+        made = lambda fold: EnsembleEstimator([network(fold), HGBPriors(random_state=seed, host=host)],  # noqa: E731
+                                              name="inspector")
+    if predictor.roofline is None:
+        return made
+    from driple.inspector.roofline import WithRoofline
+
+    return lambda fold: WithRoofline(made(fold), host=predictor.roofline.host, name="inspector")
 
 
 def _network_factory(predictor, dataset, options, overrides, seed, source, source_dataset,

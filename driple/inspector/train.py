@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.graph.summary_features import GRAPH_FEATURES
+from driple.graph.summary_features import BASE_FEATURES
 from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.graph_inputs import DEFAULT_PRIORS
 from driple.inspector.model import (FeatureMLP, GraphBatch, Inspector, flush_denormals,
@@ -205,7 +205,7 @@ class InspectorConfig:
     num_repeats: int = 10
     set2set_steps: int = 3
     dropout: float = 0.0
-    features: tuple = GRAPH_FEATURES
+    features: tuple = BASE_FEATURES
     priors: tuple = DEFAULT_PRIORS
     residual: bool = True
     graph_attr: bool = False

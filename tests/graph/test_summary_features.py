@@ -9,8 +9,8 @@ import torch
 from driple.errors import DripleError
 from driple.graph.build import build_input, op_graph_for
 from driple.graph.host_speed import LOOPBACK_BYTES_PER_S, HostSpeed
-from driple.graph.summary_features import (GRAPH_FEATURES, PRIORS, feature_vector, graph_features,
-                                           optimizer_key, prior_matrix, priors)
+from driple.graph.summary_features import (GRAPH_FEATURES, OP_CLASSES, PRIORS, feature_vector,
+                                           graph_features, op_class, optimizer_key, prior_matrix, priors)
 
 
 def hand_graph(comm_ops=(("comm.allreduce", 848),)):
@@ -38,6 +38,27 @@ def test_features_of_a_hand_made_graph():
     assert (f["comm_messages"], f["largest_message_mb"]) == (1.0, pytest.approx(848 / 1e6))
     assert (f["batch_size"], f["workers"], f["servers"], f["n_ops"]) == (4, 2, 0, 4)
     assert (f["opt_sgd"], f["opt_adam"], f["opt_adamw"], f["opt_other"]) == (0, 1, 0, 0)
+
+
+def test_flops_and_traffic_split_by_op_class():
+    f = graph_features(hand_graph(), param_bytes=[512, 336], batch_size=4, optimizer="Adam",
+                       workers=2, servers=0, comm=[{"bytes": 848}])
+    assert f["compute_ops"] == 3  # the communication node is no compute op
+    assert f["gflops_matmul"] == pytest.approx((1024 + 512) / 1e9)  # addmm and mm
+    assert f["traffic_mb_matmul"] == pytest.approx((704 + 256 + 320 + 256) / 1e6)
+    assert (f["gflops_other"], f["traffic_mb_other"]) == (pytest.approx(64 / 1e9), pytest.approx(768 / 1e6))
+    rest = [k for k in f if k.startswith(("gflops_", "traffic_mb_")) and not k.endswith(("matmul", "other"))]
+    assert rest and all(f[k] == 0 for k in rest)
+    assert sum(f[f"gflops_{c}"] for c in OP_CLASSES) == pytest.approx(f["gflops"])
+    assert sum(f[f"traffic_mb_{c}"] for c in OP_CLASSES) == pytest.approx(f["traffic_mb"])
+    assert {op: op_class(op) for op in ("convolution_backward", "mkldnn_rnn_layer", "bmm",
+                                        "native_batch_norm_backward", "max_pool2d_with_indices",
+                                        "embedding_dense_backward", "add_", "addcmul_",
+                                        "_scaled_dot_product_flash_attention_for_cpu")} == {
+        "convolution_backward": "conv", "mkldnn_rnn_layer": "rnn", "bmm": "matmul",
+        "native_batch_norm_backward": "norm", "max_pool2d_with_indices": "pool",
+        "embedding_dense_backward": "embed", "add_": "other", "addcmul_": "other",
+        "_scaled_dot_product_flash_attention_for_cpu": "attn"}
 
 
 def test_a_push_is_sent_and_a_pull_received():

@@ -1,0 +1,142 @@
+"""The per-op-class roofline: its design columns by hand, and its rates recovered exactly when
+the durations are such sums."""
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from driple.errors import DripleError
+from driple.graph.host_speed import HostSpeed
+from driple.graph.summary_features import BASE_FEATURES, GRAPH_FEATURES, OP_CLASSES, feature_vector
+from driple.inspector.estimator_registry import make_estimator
+from driple.inspector.roofline import OP_OVERHEAD_S, RooflineEstimator, design_matrix, is_duration
+from driple.metrics import target_names
+
+HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e8, memory_bytes=4e9, loopback_bytes_per_s=1e7)
+SETTING = "cpu-ddp-w2-lo"
+
+
+def features(conv_gflops=0.0, other_traffic_mb=0.0, comm_mb=0.0, compute_ops=0.0, matmul_gflops=0.0):
+    f = dict.fromkeys(GRAPH_FEATURES, 0.0)
+    f.update({"gflops_conv": conv_gflops, "gflops_matmul": matmul_gflops,
+              "traffic_mb_other": other_traffic_mb, "comm_tx_mb": comm_mb, "comm_rx_mb": comm_mb,
+              "compute_ops": compute_ops, "workers": 2.0})
+    return f
+
+
+def test_design_columns_by_hand():
+    X = design_matrix(np.array([feature_vector(features(2.0, 50.0, 3.0, 400.0))]), SETTING, HOST)
+    classes = list(OP_CLASSES)
+    expected = np.zeros(2 * len(classes) + 2)
+    expected[classes.index("conv")] = 2.0  # 2 GFLOP at 1 GFLOP/s
+    expected[len(classes) + classes.index("other")] = 0.5  # 50 MB at 100 MB/s
+    expected[-2] = 0.3  # all-reduce: max(tx, rx) 3 MB over a 10 MB/s loopback
+    expected[-1] = 400 * OP_OVERHEAD_S
+    assert X[0] == pytest.approx(expected)
+    assert is_duration("compute_idle_duration") and is_duration("step_time")
+    assert not is_duration("memory_burst_amount")
+    assert GRAPH_FEATURES[:len(BASE_FEATURES)] == BASE_FEATURES  # old checkpoints pick by name
+
+
+class Jobs:
+    """A dataset of graphs with graph-level features and targets, as the estimators read it."""
+
+    def __init__(self, rows, targets):
+        self.graphs = [Data(graph_features=torch.tensor([feature_vector(r)], dtype=torch.float64))
+                       for r in rows]
+        self.targets = np.asarray(targets, dtype=np.float64)
+        self.target_names = list(target_names())
+        self.setting = SETTING
+        self.job_ids = [f"job{i}" for i in range(len(rows))]
+
+    def __len__(self):
+        return len(self.graphs)
+
+    def __getitem__(self, i):
+        return self.graphs[i]
+
+
+def test_rates_recovered_on_unseen_jobs():
+    """Every duration is 2 x conv term + 3 x other-traffic term + the communication + 0.5 x the
+    op overhead: fitted on 8 jobs, the 4 others are predicted exactly; amounts stay NaN."""
+    rng = np.random.default_rng(0)
+    rows = [features(*rng.uniform(0.1, 2.0, 2) * [1, 100], rng.uniform(0.1, 1), rng.uniform(50, 500),
+                     rng.uniform(0.1, 1)) for _ in range(12)]
+    X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
+    classes = list(OP_CLASSES)
+    w = np.zeros(X.shape[1])
+    w[classes.index("conv")], w[len(classes) + classes.index("other")], w[-2], w[-1] = 2.0, 3.0, 1.0, 0.5
+    names = list(target_names())
+    y = np.where([is_duration(t) for t in names], (X @ w)[:, None], 7.0)
+    jobs = Jobs(rows, y)
+    est = RooflineEstimator(host=HOST).fit(jobs, range(8))
+    pred = est.predict(jobs, range(8, 12))
+    durations = [j for j, t in enumerate(names) if is_duration(t)]
+    assert pred[:, durations] == pytest.approx(y[8:, durations], rel=1e-6)
+    assert np.isnan(np.delete(pred, durations, axis=1)).all()
+    assert est.weights_["step_time"][classes.index("matmul")] == pytest.approx(0.0, abs=1e-9)
+    assert make_estimator("roofline").name == "roofline"
+
+
+def test_nothing_to_fit_on_is_a_clear_error():
+    names = list(target_names())
+    jobs = Jobs([features(1.0)], np.zeros((1, len(names))))
+    with pytest.raises(DripleError, match="no training job with a positive measured value"):
+        RooflineEstimator(host=HOST).fit(jobs, [0])
+
+
+def test_modes_chosen_by_validation_mape():
+    from driple.inspector.roofline import apply_modes, choose_modes
+
+    targets = ["step_time", "compute_idle_duration", "tx_burst_duration", "memory_burst_amount"]
+    measured = np.array([[2.0, 1.0, 4.0, 5.0], [4.0, 1.0, 4.0, 5.0]])
+    inspector = np.array([[1.0, 1.0, 2.0, 9.0], [2.0, 1.0, 2.0, 9.0]])
+    roofline = np.array([[2.0, 3.0, 8.0, np.nan], [4.0, 3.0, 8.0, np.nan]])
+    modes = choose_modes(targets, inspector, roofline, measured)
+    # step time: the roofline is exact; idle: the inspector is; tx: sqrt(2 x 8) = 4 is exact
+    assert modes == {"step_time": "roofline", "compute_idle_duration": "inspector", "tx_burst_duration": "mean"}
+    assert apply_modes(inspector, roofline, targets, modes) == pytest.approx(
+        np.array([[2.0, 1.0, 4.0, 9.0], [4.0, 1.0, 4.0, 9.0]]))
+
+
+def test_an_inspector_with_a_roofline_keeps_it_in_its_checkpoint(dataset, tmp_path):
+    from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.roofline import RooflineMember, with_roofline
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import preset, train_inspector
+
+    split = random_split(dataset)
+    config, options = preset("hybrid", hidden_channels=8, num_repeats=2, epochs=3, patience=3)
+    host = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
+    model = train_inspector(dataset[split.train], dataset[split.val], options, config, host=host,
+                            progress=False)
+    joined = with_roofline(model, dataset, split)
+    assert model.roofline is None and joined.configuration_name == "hybrid+roofline"
+    member = joined.roofline
+    assert set(member.modes) == {t for t in model.targets if is_duration(t)}
+    graphs = [dataset[i] for i in split.test]
+    network, roof = model.predict(graphs), member.predict(graphs)
+    for j, t in enumerate(model.targets):
+        mode = member.modes.get(t, "inspector")
+        want = {"inspector": network[:, j], "roofline": roof[:, j],
+                "mean": np.sqrt(network[:, j] * roof[:, j])}[mode]
+        assert joined.predict(graphs)[:, j] == pytest.approx(want, rel=1e-9), t
+    loaded = load_inspector(joined.save(str(tmp_path / "joined")))
+    assert isinstance(loaded.roofline, RooflineMember) and loaded.roofline.modes == member.modes
+    assert np.array_equal(loaded.predict(graphs), joined.predict(graphs))
+
+    state = member.to_state()
+    state["modes"] = {"step_time": "oracle"}
+    with pytest.raises(DripleError, match="unknown roofline mode"):
+        RooflineMember.from_state(state)
+    with pytest.raises(DripleError, match="the roofline predicts"):
+        model.attach_roofline(RooflineMember(model.targets[:-1], "cpu-ddp-w2-lo", host, {}, {}))
+
+    from driple.inspector.evaluate import _inspector_factory, evaluate
+    from driple.inspector.roofline import WithRoofline
+
+    assert isinstance(_inspector_factory(joined, dataset, None, None, 0, None, None, False, None)(split),
+                      WithRoofline)
+    report = evaluate(joined, dataset, split="family", baselines=["roofline"], families=["alpha"],
+                      overrides={"epochs": 2}, progress=False)
+    assert report["estimators"] == ["inspector", "roofline"] and report["n_test"] > 0
