@@ -38,7 +38,7 @@ from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED
 from driple import metrics
 from driple.metrics import target_names
 
-CACHE_VERSION = 2  # bump when the cached graph layout changes (2: graph_features)
+CACHE_VERSION = 3  # bump when the cached graph layout changes (2: graph_features; 3: op-class features)
 CONFIG_COLUMNS = ("model", "knobs", "batch_size", "optimizer", "setting")
 GRAPH_KEYS = ("x", "edge_index", "edge_weight", "graph_attr", "graph_features")
 
