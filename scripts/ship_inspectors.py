@@ -136,7 +136,7 @@ def main(argv=None) -> int:
 
                 tuned = with_trees(tuned, ds, tsplit, random_state=args.seed)
             if source.roofline is not None:  # the target's own rates (its link, its host)
-                from driple.inspector.roofline import with_roofline
+                from driple.inspector.ensemble import with_roofline
 
                 tuned = with_roofline(tuned, ds, tsplit)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
@@ -177,7 +177,7 @@ def _ship_source(args, load, options, command):
         candidates += [with_trees(c, source_ds, split, random_state=args.seed) for c in candidates]
         names += [f"{n}+trees" for n in names]
     if args.roofline:
-        from driple.inspector.roofline import with_roofline
+        from driple.inspector.ensemble import with_roofline
 
         candidates += [with_roofline(c, source_ds, split) for c in candidates]
         names += [f"{n}+roofline" for n in names]

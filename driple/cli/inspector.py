@@ -255,7 +255,7 @@ def run_train(args: argparse.Namespace) -> int:
 
         predictor = with_trees(predictor, dataset, split, random_state=args.seed)
     if args.roofline:
-        from driple.inspector.roofline import with_roofline
+        from driple.inspector.ensemble import with_roofline
 
         predictor = with_roofline(predictor, dataset, split)
     predictor.info["split"] = split.to_dict(dataset)
@@ -377,7 +377,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         predictor = with_trees(predictor, dataset, Split.from_dict(predictor.info["split"], dataset),
                                random_state=options.seed)
     if source.roofline is not None:  # the target setting's own rates
-        from driple.inspector.roofline import with_roofline
+        from driple.inspector.ensemble import with_roofline
         from driple.inspector.splits import Split
 
         predictor = with_roofline(predictor, dataset, Split.from_dict(predictor.info["split"], dataset))

@@ -1,13 +1,17 @@
-"""An inspector and gradient-boosted trees as one checkpoint: fitting the tree member.
+"""An inspector and its members as one checkpoint: fitting the tree member and the roofline.
 
-The member is :class:`~driple.inspector.baselines.HGBPriors` fitted on the inspector's own
+The tree member is :class:`~driple.inspector.baselines.HGBPriors` fitted on the inspector's own
 training jobs (iterations chosen on its validation jobs); :mod:`driple.inspector.trees` stores
-it and :meth:`~driple.inspector.checkpoint.TrainedInspector.predict` averages it in.
+it and :meth:`~driple.inspector.checkpoint.TrainedInspector.predict` averages it in. The
+roofline (:mod:`driple.inspector.roofline`) is fitted on the same jobs and joined per duration
+target as chosen on the validation jobs.
 """
 from __future__ import annotations
 
 import copy
 from typing import Sequence
+
+import numpy as np
 
 from driple.inspector.baselines import HGBPriors
 from driple.inspector.train import score_split, training_host
@@ -36,5 +40,28 @@ def with_trees(inspector, dataset, split, random_state: int = 0):
     out = copy.copy(inspector)
     out.info = dict(inspector.info)
     out.attach_trees(member)
+    out.info["scores"] = score_split(out, dataset, split)
+    return out
+
+
+def with_roofline(inspector, dataset, split):
+    """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
+    split's training jobs attached, each duration's mode chosen on its validation jobs, scored
+    again on the split (``info["scores"]``)."""
+    from driple.inspector.roofline import RooflineMember, choose_modes, fit_weights
+
+    host = inspector.host or training_host(dataset)
+    train = [dataset[i] for i in split.train]
+    val = [dataset[i] for i in split.val]
+    weights = fit_weights(train, inspector.targets, dataset.setting, host)
+    member = RooflineMember(inspector.targets, dataset.setting, host, weights,
+                            dict.fromkeys(weights, "inspector"))
+    out = copy.copy(inspector)
+    out.info = dict(inspector.info)
+    out.attach_roofline(None)
+    if val:
+        measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in val])
+        member.modes = choose_modes(inspector.targets, out.predict(val), member.predict(val), measured)
+    out.attach_roofline(member)
     out.info["scores"] = score_split(out, dataset, split)
     return out

@@ -55,7 +55,7 @@ def _builtin() -> dict[str, Factory]:
 
     def roofline(seed=0, **_):
         """The per-op-class roofline of the durations and the step time (NNLS rates)."""
-        from driple.inspector.roofline import RooflineEstimator
+        from driple.inspector.roofline_estimator import RooflineEstimator
 
         return RooflineEstimator()
 

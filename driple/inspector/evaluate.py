@@ -318,7 +318,7 @@ def _inspector_factory(predictor, dataset, options, overrides, seed, source, sou
                                               name="inspector")
     if predictor.roofline is None:
         return made
-    from driple.inspector.roofline import WithRoofline
+    from driple.inspector.roofline_estimator import WithRoofline
 
     return lambda fold: WithRoofline(made(fold), host=predictor.roofline.host, name="inspector")
 

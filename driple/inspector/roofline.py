@@ -17,18 +17,19 @@ own op mix rather than from its neighbours in a feature space.
 It predicts the duration targets and the step time (NaN for the amounts: those are not sums of
 times). Fitting is a few milliseconds; nothing to choose on validation jobs.
 
-Interface as the other estimators (:class:`~driple.inspector.estimators.Estimator`):
-``roofline`` in :mod:`driple.inspector.estimator_registry`.
+This module holds the model and the form a checkpoint keeps it in (:class:`RooflineMember`,
+plain numbers); fitting it as an estimator (``roofline`` in
+:mod:`driple.inspector.estimator_registry`) or into an inspector:
+:mod:`driple.inspector.roofline_estimator`, :func:`driple.inspector.ensemble.with_roofline`.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from driple.errors import DripleError
 from driple.graph.summary_features import GRAPH_FEATURES, OP_CLASSES, priors
-from driple.inspector.estimators import Estimator, graphs_of, positions
 from driple.inspector.graph_inputs import stack_graph_features
 
 #: Seconds one compute op costs per unit of its weight (a dispatch overhead of this order).
@@ -61,49 +62,6 @@ def fit_rates(X: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise DripleError("no training job with a positive measured value to fit the roofline on")
     w, _ = nnls(X[ok] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * X.shape[1])
     return w
-
-
-class RooflineEstimator(Estimator):
-    """The per-op-class roofline of every duration target and the step time (module docstring);
-    NaN for the amounts.
-
-    Args:
-        host: Host figures the terms divide by (default: as for training an inspector,
-            :func:`driple.inspector.train.training_host`).
-
-    Learned attributes: ``names_`` (the dataset's targets), ``weights_`` (``{target: [w...]}``,
-    plain floats), ``host_``, ``setting_``.
-    """
-
-    name = "roofline"
-
-    def __init__(self, host=None):
-        self.host = host
-
-    def fit(self, dataset, train: Sequence[int], val: Sequence[int] = ()) -> "RooflineEstimator":
-        from driple.inspector.train import common_attribute, training_host
-
-        train = positions(dataset, train)
-        graphs = graphs_of(dataset, train)
-        self.names_ = list(dataset.target_names)
-        self.host_ = training_host(dataset, self.host)
-        self.setting_ = getattr(dataset, "setting", None) or common_attribute(graphs, "setting")
-        if not self.setting_:
-            raise DripleError("the roofline needs the setting the jobs ran in")
-        X = design_matrix(stack_graph_features(graphs), self.setting_, self.host_)
-        y = np.asarray(dataset.targets, dtype=np.float64)[train]
-        self.weights_ = {t: fit_rates(X, y[:, j]).tolist()
-                         for j, t in enumerate(self.names_) if is_duration(t)}
-        return self
-
-    def predict(self, dataset, idx: Optional[Sequence[int]] = None) -> np.ndarray:
-        graphs = graphs_of(dataset, idx)
-        out = np.full((len(graphs), len(self.names_)), np.nan)
-        if graphs:
-            X = design_matrix(stack_graph_features(graphs), self.setting_, self.host_)
-            for t, w in self.weights_.items():
-                out[:, self.names_.index(t)] = X @ np.asarray(w)
-        return out
 
 
 # ---------------------------------------------------------------------- inside an inspector
@@ -195,63 +153,8 @@ class RooflineMember:
                    state["weights"], state["modes"])
 
 
-def fit_member(train: Sequence, targets: Sequence[str], setting: str, host) -> dict:
+def fit_weights(train: Sequence, targets: Sequence[str], setting: str, host) -> dict:
     """``{duration target: weights}`` fitted on the graphs ``train`` (with ``y``)."""
     X = design_matrix(stack_graph_features(train), setting, host)
     y = np.concatenate([g.y.view(1, -1).double().numpy() for g in train])
     return {t: fit_rates(X, y[:, j]).tolist() for j, t in enumerate(targets) if is_duration(t)}
-
-
-def with_roofline(inspector, dataset, split):
-    """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
-    split's training jobs attached, each duration's mode chosen on its validation jobs, scored
-    again on the split (``info["scores"]``)."""
-    import copy
-
-    from driple.inspector.train import score_split, training_host
-
-    host = inspector.host or training_host(dataset)
-    train = [dataset[i] for i in split.train]
-    val = [dataset[i] for i in split.val]
-    weights = fit_member(train, inspector.targets, dataset.setting, host)
-    member = RooflineMember(inspector.targets, dataset.setting, host, weights,
-                            dict.fromkeys(weights, "inspector"))
-    out = copy.copy(inspector)
-    out.info = dict(inspector.info)
-    out.attach_roofline(None)
-    if val:
-        measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in val])
-        member.modes = choose_modes(inspector.targets, out.predict(val), member.predict(val), measured)
-    out.attach_roofline(member)
-    out.info["scores"] = score_split(out, dataset, split)
-    return out
-
-
-class WithRoofline(Estimator):
-    """An estimator with a roofline fitted on the same training jobs, joined per duration target
-    as chosen on the fold's validation jobs (what :func:`with_roofline` does to a checkpoint):
-    the shipped inspector's configuration, trained again per fold by the evaluation."""
-
-    def __init__(self, inner: Estimator, host=None, name: Optional[str] = None):
-        self.inner, self.host = inner, host
-        self.name = name or f"{inner.name}+roofline"
-
-    @property
-    def note_(self) -> Optional[str]:
-        return getattr(self.inner, "note_", None)
-
-    def fit(self, dataset, train, val) -> "WithRoofline":
-        self.inner.fit(dataset, train, val)
-        self.roofline_ = RooflineEstimator(host=self.host).fit(dataset, train)
-        val = positions(dataset, val) if len(val) else []
-        names = list(dataset.target_names)
-        self.modes_ = dict.fromkeys(self.roofline_.weights_, "inspector")
-        if val:
-            measured = np.asarray(dataset.targets, dtype=np.float64)[val]
-            self.modes_ = choose_modes(names, self.inner.predict(dataset, val),
-                                       self.roofline_.predict(dataset, val), measured)
-        return self
-
-    def predict(self, dataset, idx=None) -> np.ndarray:
-        return apply_modes(self.inner.predict(dataset, idx), self.roofline_.predict(dataset, idx),
-                           self.roofline_.names_, self.modes_)

@@ -9,7 +9,8 @@ from driple.errors import DripleError
 from driple.graph.host_speed import HostSpeed
 from driple.graph.summary_features import BASE_FEATURES, GRAPH_FEATURES, OP_CLASSES, feature_vector
 from driple.inspector.estimator_registry import make_estimator
-from driple.inspector.roofline import OP_OVERHEAD_S, RooflineEstimator, design_matrix, is_duration
+from driple.inspector.roofline import OP_OVERHEAD_S, design_matrix, is_duration
+from driple.inspector.roofline_estimator import RooflineEstimator
 from driple.metrics import target_names
 
 HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e8, memory_bytes=4e9, loopback_bytes_per_s=1e7)
@@ -101,7 +102,8 @@ def test_modes_chosen_by_validation_mape():
 
 def test_an_inspector_with_a_roofline_keeps_it_in_its_checkpoint(dataset, tmp_path):
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.roofline import RooflineMember, with_roofline
+    from driple.inspector.ensemble import with_roofline
+    from driple.inspector.roofline import RooflineMember
     from driple.inspector.splits import random_split
     from driple.inspector.train import preset, train_inspector
 
@@ -133,7 +135,7 @@ def test_an_inspector_with_a_roofline_keeps_it_in_its_checkpoint(dataset, tmp_pa
         model.attach_roofline(RooflineMember(model.targets[:-1], "cpu-ddp-w2-lo", host, {}, {}))
 
     from driple.inspector.evaluate import _inspector_factory, evaluate
-    from driple.inspector.roofline import WithRoofline
+    from driple.inspector.roofline_estimator import WithRoofline
 
     assert isinstance(_inspector_factory(joined, dataset, None, None, 0, None, None, False, None)(split),
                       WithRoofline)
