@@ -57,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "collector dataset and save it with its scalers, split and test scores. The defaults are "
         "those of the shipped source inspector (its MODEL_CARD.md): the hybrid network (graph "
         "embedding + graph-level features + physical priors, residuals in log space), K=10, up to "
-        "300 epochs with patience 30, averaged with gradient-boosted trees (--no-trees: the "
-        "network alone; --model gnn: the paper's network).",
+        "300 epochs with patience 30, with the per-op-class roofline joined into the durations "
+        "(--no-roofline: the network alone; --trees: also averaged with gradient-boosted trees; "
+        "--model gnn: the paper's network).",
         epilog="example:\n  driple train --dataset datasets/v2/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _dataset_args(train)
@@ -89,14 +90,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "graph-level features and physical priors (FLOPs, bytes, communication, "
                        "against the host's measured speed); features: those alone in an MLP "
                        "(default hybrid, as shipped)")
-    train.add_argument("--trees", action=argparse.BooleanOptionalAction, default=True,
+    train.add_argument("--trees", action=argparse.BooleanOptionalAction, default=False,
                        help="average the network (geometric mean) with gradient-boosted trees on "
                        "its graph-level inputs and priors, fitted on the same training jobs and "
-                       "stored in the checkpoint without pickle (default on, as shipped)")
-    train.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=False,
+                       "stored in the checkpoint without pickle (default off: the shipped source "
+                       "chose the roofline without trees on validation)")
+    train.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=True,
                        help="join the per-op-class roofline (one fitted rate per op class, "
                        "driple.inspector.roofline) into the duration targets: per target the "
-                       "network's, the roofline's or their mean, chosen on the validation jobs")
+                       "network's, the roofline's or their mean, chosen on the validation jobs "
+                       "(default on, as shipped)")
     train.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None,
                        help="predict each target as its physical prior times a learned factor "
                        "(default: on for hybrid and features, off for gnn)")

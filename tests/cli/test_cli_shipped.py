@@ -89,7 +89,8 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     assert training == {k: state["training"][k] for k in training}
     assert config_.kind == state["configuration"]["kind"] == "hybrid" and config_.residual
     assert (args.epochs, args.patience, args.repeats) == (300, 30, 10)
-    assert args.trees and state.get("trees") is not None  # the shipped source is averaged with trees
+    assert args.trees == (state.get("trees") is not None)  # the shipped source's members
+    assert args.roofline == (state.get("roofline") is not None)
     config = state["config"]
     assert (args.hidden, args.repeats, args.dropout) == (
         config["hidden_channels"], config["num_repeats"], config["dropout"])

@@ -11,17 +11,17 @@ from driple.predict.predictor import Predictor
 SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-ps-p1w2-1g")
 
 # The default inspector's prediction for ResNet-20, batch 32, written down when it was shipped
-# (labels v2, hybrid + trees, inspector sha256 1010b452a130...). Reshipping it means writing
-# down its new values.
-RESNET20_SHA256 = "1010b452a130a7a9270de96850b5b3a0b0df34723375d65f86152197e5ec382e"
+# (labels v2, builder v3, hybrid + roofline, inspector sha256 b5178579aee3...). Reshipping it
+# means writing down its new values.
+RESNET20_SHA256 = "b5178579aee3990fcbfe100518828ba7c7e1cf5453b82d0a795e82a3c205449b"
 RESNET20_B32 = {
-    "compute_burst_amount": 96.90131204864267, "compute_burst_duration": 0.1715216721567814,
-    "compute_idle_duration": 0.010266146392544157, "memory_burst_amount": 154.70495005279543,
-    "memory_burst_duration": 0.10993350884131009, "memory_idle_duration": 0.07339098671098386,
-    "tx_burst_amount": 146.48723770446418, "tx_burst_duration": 0.005213749524528825,
-    "tx_idle_duration": 0.1774763394033837, "rx_burst_amount": 143.44810051006255,
-    "rx_burst_duration": 0.00521985398403177, "rx_idle_duration": 0.1770313633404414,
-    "step_time": 0.18900019607407023,
+    "compute_burst_amount": 96.84483040275516, "compute_burst_duration": 0.14295053478798514,
+    "compute_idle_duration": 0.005100497532457567, "memory_burst_amount": 172.94453353451905,
+    "memory_burst_duration": 0.0961642972587844, "memory_idle_duration": 0.05836273402992002,
+    "tx_burst_amount": 203.1039379138707, "tx_burst_duration": 0.003113561689517392,
+    "tx_idle_duration": 0.14474020450137584, "rx_burst_amount": 198.83947590621187,
+    "rx_burst_duration": 0.003189958414709624, "rx_idle_duration": 0.14390554311496281,
+    "step_time": 0.1508574540702725,
 }
 
 
