@@ -144,9 +144,7 @@ class Context:
 
     def save(self, section: str, data: dict) -> None:
         os.makedirs(self.out, exist_ok=True)
-        data = {"section": section, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),
-                "datasets": _shown(self.datasets), **data}
+        data = {"section": section, **_run_stamp(), "datasets": _shown(self.datasets), **data}
         with open(os.path.join(self.out, f"{section}.json"), "w") as f:
             json.dump(_plain(data), f, indent=2)
 
@@ -304,8 +302,8 @@ def _coverage(report: dict, nominal: float) -> dict:
 def _run_stamp() -> dict:
     """This run's command and date, kept in each entry of a section: with ``--settings`` the
     entries of other settings stay from earlier runs, and say which."""
-    return {"command": "python scripts/reproduce.py " + " ".join(sys.argv[1:]),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:])}
 
 
 def section_accuracy(ctx: Context) -> None:

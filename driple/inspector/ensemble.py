@@ -48,20 +48,22 @@ def with_roofline(inspector, dataset, split):
     """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
     split's training jobs attached, each duration's mode chosen on its validation jobs, scored
     again on the split (``info["scores"]``)."""
-    from driple.inspector.roofline import RooflineMember, choose_modes, fit_weights
+    from driple.inspector.graph_inputs import stack_graph_features
+    from driple.inspector.roofline import fit_member
+
+    def measured(graphs):
+        return np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
 
     host = inspector.host or training_host(dataset)
     train = [dataset[i] for i in split.train]
     val = [dataset[i] for i in split.val]
-    weights = fit_weights(train, inspector.targets, dataset.setting, host)
-    member = RooflineMember(inspector.targets, dataset.setting, host, weights,
-                            dict.fromkeys(weights, "inspector"))
+    member = fit_member(stack_graph_features(train), measured(train), inspector.targets,
+                        dataset.setting, host)
     out = copy.copy(inspector)
     out.info = dict(inspector.info)
     out.attach_roofline(None)
     if val:
-        measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in val])
-        member.modes = choose_modes(inspector.targets, out.predict(val), member.predict(val), measured)
+        member.choose(out.predict(val), val, measured(val))
     out.attach_roofline(member)
     out.info["scores"] = score_split(out, dataset, split)
     return out

@@ -135,6 +135,12 @@ class RooflineMember:
             out[:, self.targets.index(t)] = X @ np.asarray(w)
         return out
 
+    def choose(self, predicted: np.ndarray, graphs: Sequence, measured: np.ndarray) -> "RooflineMember":
+        """Set each duration's mode by :func:`choose_modes` on these (validation) ``graphs``: the
+        inspector's ``predicted`` and the ``measured`` targets ``[n, targets]``."""
+        self.modes = choose_modes(self.targets, predicted, self.predict(graphs), measured)
+        return self
+
     def combine(self, predicted: np.ndarray, graphs: Sequence) -> np.ndarray:
         """The inspector's ``predicted`` ``[n, targets]`` with each duration target's mode applied."""
         if all(m == "inspector" for m in self.modes.values()):
@@ -153,8 +159,12 @@ class RooflineMember:
                    state["weights"], state["modes"])
 
 
-def fit_weights(train: Sequence, targets: Sequence[str], setting: str, host) -> dict:
-    """``{duration target: weights}`` fitted on the graphs ``train`` (with ``y``)."""
-    X = design_matrix(stack_graph_features(train), setting, host)
-    y = np.concatenate([g.y.view(1, -1).double().numpy() for g in train])
-    return {t: fit_rates(X, y[:, j]).tolist() for j, t in enumerate(targets) if is_duration(t)}
+def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequence[str], setting: str,
+               host) -> RooflineMember:
+    """A roofline fitted on jobs' stacked ``graph_features`` and ``measured`` targets ``[n,
+    targets]``: the rates of every duration target, each mode ``"inspector"`` until
+    :meth:`RooflineMember.choose`."""
+    X = design_matrix(graph_features, setting, host)
+    y = np.asarray(measured, dtype=np.float64)
+    weights = {t: fit_rates(X, y[:, j]).tolist() for j, t in enumerate(targets) if is_duration(t)}
+    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"))

@@ -10,7 +10,7 @@ import numpy as np
 from driple.errors import DripleError
 from driple.inspector.estimators import Estimator, graphs_of, positions
 from driple.inspector.graph_inputs import stack_graph_features
-from driple.inspector.roofline import apply_modes, choose_modes, design_matrix, fit_rates, is_duration
+from driple.inspector.roofline import fit_member
 
 
 class RooflineEstimator(Estimator):
@@ -21,8 +21,8 @@ class RooflineEstimator(Estimator):
         host: Host figures the terms divide by (default: as for training an inspector,
             :func:`driple.inspector.train.training_host`).
 
-    Learned attributes: ``names_`` (the dataset's targets), ``weights_`` (``{target: [w...]}``,
-    plain floats), ``host_``, ``setting_``.
+    Learned attributes: ``member_`` (the fitted :class:`~driple.inspector.roofline.RooflineMember`),
+    ``weights_`` (its ``{target: [w...]}``), ``host_``, ``setting_``.
     """
 
     name = "roofline"
@@ -35,25 +35,24 @@ class RooflineEstimator(Estimator):
 
         train = positions(dataset, train)
         graphs = graphs_of(dataset, train)
-        self.names_ = list(dataset.target_names)
         self.host_ = training_host(dataset, self.host)
         self.setting_ = getattr(dataset, "setting", None) or common_attribute(graphs, "setting")
         if not self.setting_:
             raise DripleError("the roofline needs the setting the jobs ran in")
-        X = design_matrix(stack_graph_features(graphs), self.setting_, self.host_)
-        y = np.asarray(dataset.targets, dtype=np.float64)[train]
-        self.weights_ = {t: fit_rates(X, y[:, j]).tolist()
-                         for j, t in enumerate(self.names_) if is_duration(t)}
+        self.member_ = fit_member(stack_graph_features(graphs),
+                                  np.asarray(dataset.targets, dtype=np.float64)[train],
+                                  list(dataset.target_names), self.setting_, self.host_)
         return self
+
+    @property
+    def weights_(self) -> dict:
+        return self.member_.weights
 
     def predict(self, dataset, idx: Optional[Sequence[int]] = None) -> np.ndarray:
         graphs = graphs_of(dataset, idx)
-        out = np.full((len(graphs), len(self.names_)), np.nan)
-        if graphs:
-            X = design_matrix(stack_graph_features(graphs), self.setting_, self.host_)
-            for t, w in self.weights_.items():
-                out[:, self.names_.index(t)] = X @ np.asarray(w)
-        return out
+        if not graphs:
+            return np.full((0, len(self.member_.targets)), np.nan)
+        return self.member_.predict(graphs)
 
 
 class WithRoofline(Estimator):
@@ -71,16 +70,12 @@ class WithRoofline(Estimator):
 
     def fit(self, dataset, train, val) -> "WithRoofline":
         self.inner.fit(dataset, train, val)
-        self.roofline_ = RooflineEstimator(host=self.host).fit(dataset, train)
+        self.member_ = RooflineEstimator(host=self.host).fit(dataset, train).member_
         val = positions(dataset, val) if len(val) else []
-        names = list(dataset.target_names)
-        self.modes_ = dict.fromkeys(self.roofline_.weights_, "inspector")
         if val:
-            measured = np.asarray(dataset.targets, dtype=np.float64)[val]
-            self.modes_ = choose_modes(names, self.inner.predict(dataset, val),
-                                       self.roofline_.predict(dataset, val), measured)
+            self.member_.choose(self.inner.predict(dataset, val), graphs_of(dataset, val),
+                                np.asarray(dataset.targets, dtype=np.float64)[val])
         return self
 
     def predict(self, dataset, idx=None) -> np.ndarray:
-        return apply_modes(self.inner.predict(dataset, idx), self.roofline_.predict(dataset, idx),
-                           self.roofline_.names_, self.modes_)
+        return self.member_.combine(self.inner.predict(dataset, idx), graphs_of(dataset, idx))
