@@ -9,5 +9,6 @@ beside them :mod:`summary_features` (graph-level features and physical priors) a
 
 # Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:
 # cached graphs (driple.inspector.dataset) are keyed by it, not by the source text.
-BUILDER_VERSION = 3  # 2: fluid communities independent of PYTHONHASHSEED; 3: grouped convolutions'
-#                       backward FLOPs counted with their groups (driple.graph.flops)
+BUILDER_VERSION = 4  # 2: fluid communities independent of PYTHONHASHSEED; 3: grouped convolutions'
+#                       backward FLOPs counted with their groups; 4: fused recurrent layers
+#                       (LSTM on CPU and GPU) counted per weight and token (driple.graph.flops)

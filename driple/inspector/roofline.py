@@ -17,6 +17,12 @@ own op mix rather than from its neighbours in a feature space.
 It predicts the duration targets and the step time (NaN for the amounts: those are not sums of
 times). Fitting is a few milliseconds; nothing to choose on validation jobs.
 
+A class no training job has (no recurrent layer among the training families, say) would get
+the weight 0 from the fit, and a job made of it would be predicted to take no time: such a class
+takes the rates of the class it runs like (:data:`UNSEEN_CLASS_RATES`: recurrent layers,
+attention and convolutions are GEMMs on a CPU; normalization, pooling and embeddings are
+memory-bound like the elementwise rest).
+
 This module holds the model and the form a checkpoint keeps it in (:class:`RooflineMember`,
 plain numbers); fitting it as an estimator (``roofline`` in
 :mod:`driple.inspector.estimator_registry`) or into an inspector:
@@ -34,6 +40,11 @@ from driple.inspector.graph_inputs import stack_graph_features
 
 #: Seconds one compute op costs per unit of its weight (a dispatch overhead of this order).
 OP_OVERHEAD_S = 1e-5
+
+
+#: The class whose rates a class takes when no training job has it (module docstring).
+UNSEEN_CLASS_RATES = {"conv": "matmul", "attn": "matmul", "rnn": "matmul",
+                      "norm": "other", "pool": "other", "embed": "other"}
 
 
 def is_duration(target: str) -> bool:
@@ -62,6 +73,21 @@ def fit_rates(X: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise DripleError("no training job with a positive measured value to fit the roofline on")
     w, _ = nnls(X[ok] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * X.shape[1])
     return w
+
+
+def fill_unseen_classes(weights: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``weights`` (of :func:`fit_rates` on the design rows ``X``) with the FLOP and traffic rates
+    of every op class that is zero in all of ``X`` taken from its :data:`UNSEEN_CLASS_RATES`
+    class (if that one was seen)."""
+    classes = list(OP_CLASSES)
+    k = len(classes)
+    seen = np.abs(np.nan_to_num(np.asarray(X, dtype=np.float64))).sum(0) > 0
+    out = np.array(weights, dtype=np.float64, copy=True)
+    for c, like in UNSEEN_CLASS_RATES.items():
+        i, j = classes.index(c), classes.index(like)
+        if not (seen[i] or seen[k + i]) and (seen[j] or seen[k + j]):
+            out[i], out[k + i] = out[j], out[k + j]
+    return out
 
 
 # ---------------------------------------------------------------------- inside an inspector
@@ -166,5 +192,6 @@ def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequen
     :meth:`RooflineMember.choose`."""
     X = design_matrix(graph_features, setting, host)
     y = np.asarray(measured, dtype=np.float64)
-    weights = {t: fit_rates(X, y[:, j]).tolist() for j, t in enumerate(targets) if is_duration(t)}
+    weights = {t: fill_unseen_classes(fit_rates(X, y[:, j]), X).tolist()
+               for j, t in enumerate(targets) if is_duration(t)}
     return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"))

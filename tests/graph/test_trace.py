@@ -176,3 +176,39 @@ def test_grouped_convolution_backward_flops_carry_the_groups():
     flops = {op: sorted(d["flops"] for _, d in graph.nodes(data=True) if d["op"] == op)
              for op in ("convolution", "convolution_backward")}
     assert flops == {"convolution": [3600, 3600], "convolution_backward": [3600, 7200]}
+
+
+def test_recurrent_layer_flops_count_their_weights_per_token():
+    """nn.LSTM(3 -> 4) on a [2, 5, 3] batch: 10 tokens through W_ih [16, 3] and W_hh [16, 4]:
+    2 * 10 * (48 + 64) = 2240 FLOPs forward (CPU: mkldnn_rnn_layer), twice that backward. torch
+    has no formula for these ops and counted one per output element."""
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.fc = nn.LSTM(3, 4, batch_first=True), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    graph = build_op_graph(trace_training_step(Tagger(), (torch.randn(2, 5, 3), torch.randint(0, 2, (2,))),
+                                               loss_fn=nn.functional.cross_entropy, optimizer="sgd"))
+    flops = {d["op"]: d["flops"] for _, d in graph.nodes(data=True) if "rnn" in d["op"]}
+    assert flops == {"mkldnn_rnn_layer": 2240, "mkldnn_rnn_layer_backward": 4480}
+
+
+def test_cudnn_recurrent_flops_by_hand():
+    """The GPU form (all layers at once), checked on shapes: a 2-layer LSTM 3 -> 4 has W_ih
+    [16, 3], W_hh [16, 4] then [16, 4], [16, 4] (+ biases, not counted): 48 + 3 * 64 = 240
+    weight elements; a padded [5, 2, 3] input is 10 tokens (2 * 10 * 240 = 4800), a packed [7, 3]
+    one 7."""
+    from driple.graph.flops import cudnn_rnn_backward_flops, cudnn_rnn_flops
+
+    weights = [(16, 3), (16, 4), (16,), (16,), (16, 4), (16, 4), (16,), (16,)]
+    rest = (4, None, (2, 2, 4), (2, 2, 4), 2, 4, 0, 2, False, 0.0, True, False)
+    assert cudnn_rnn_flops((5, 2, 3), weights, *rest, [], None) == 4800
+    assert cudnn_rnn_flops((7, 3), weights, *rest, [2, 2, 2, 1], None) == 2 * 7 * 240
+    back = (4, None, (2, 2, 4), (2, 2, 4), (5, 2, 4), (5, 2, 4), None, None, 2, 4, 0, 2, False, 0.0,
+            True, False, [], None, (100,))
+    assert cudnn_rnn_backward_flops((5, 2, 3), weights, *back, [True, False, False, True]) == 9600
+    assert cudnn_rnn_backward_flops((5, 2, 3), weights, *back, [False, False, False, True]) == 4800

@@ -79,6 +79,31 @@ def test_rates_recovered_on_unseen_jobs():
     assert make_estimator("roofline").name == "roofline"
 
 
+def test_a_class_no_training_job_has_takes_the_rates_of_the_class_it_runs_like():
+    """Trained on conv + matmul jobs (step = 2 x conv term + 4 x matmul term), a job made only of
+    a recurrent layer (1 GFLOP: 1 s at the host's peak) is charged at matmul's rate, 4 s, not 0;
+    with a recurrent job among the training jobs its own rate is fitted."""
+    from driple.graph.summary_features import feature_vector as fv
+    from driple.inspector.roofline import UNSEEN_CLASS_RATES, fill_unseen_classes
+
+    assert UNSEEN_CLASS_RATES["rnn"] == "matmul"
+    rng = np.random.default_rng(1)
+    rows = [features(conv_gflops=rng.uniform(0.1, 2), matmul_gflops=rng.uniform(0.1, 2)) for _ in range(6)]
+    rnn_job = {**features(), "gflops_rnn": 1.0}
+    classes = list(OP_CLASSES)
+    w = np.zeros(2 * len(classes) + 2)
+    w[classes.index("conv")], w[classes.index("matmul")] = 2.0, 4.0
+    names = list(target_names())
+    X = design_matrix(np.array([fv(r) for r in rows]), SETTING, HOST)
+    est = RooflineEstimator(host=HOST).fit(Jobs(rows, np.repeat((X @ w)[:, None], len(names), 1)), range(6))
+    step = names.index("step_time")
+    assert est.predict(Jobs([rnn_job], np.ones((1, len(names)))))[0, step] == pytest.approx(4.0, rel=1e-6)
+    # seen: the fitted weight stays (here a recurrent job of 3 s per GFLOP among the training jobs)
+    w_rnn = fill_unseen_classes(w + np.eye(len(w))[classes.index("rnn")] * 3.0,
+                                design_matrix(np.array([fv(rnn_job)]), SETTING, HOST))
+    assert w_rnn[classes.index("rnn")] == 3.0
+
+
 def test_nothing_to_fit_on_is_a_clear_error():
     names = list(target_names())
     jobs = Jobs([features(1.0)], np.zeros((1, len(names))))
