@@ -638,12 +638,26 @@ def _split_tables(rep) -> list[str]:
     return lines
 
 
+def _table_models(rep) -> list[str]:
+    from driple.inspector.baselines import BASELINES  # the table models a graph network must beat
+
+    return [m for m in rep["estimators"] if m in BASELINES]
+
+
+def _medians(rep) -> tuple[dict, str]:
+    """Median over the targets (those the inspector and every table model score) of the MAPE of
+    the inspector and of each table model, and the best table model by it."""
+    scores, tables = rep["scores"], _table_models(rep)
+    med = {m: float(np.median([scores[m][t]["mape"] for t in rep["targets"]
+                               if scores[m][t]["mape"] is not None and scores["inspector"][t]["mape"] is not None]))
+           for m in ["inspector", *tables]}
+    return med, min(tables, key=med.get)
+
+
 def _against_tables(rep, margin: float = 0.25) -> list[str]:
     """Per target the inspector's MAPE beside the best table model's, and the medians over the
     targets: is the inspector ``margin`` lower (issue #15's bar)?"""
-    from driple.inspector.baselines import BASELINES  # the table models a graph network must beat
-
-    tables = [m for m in rep["estimators"] if m in BASELINES]
+    tables = _table_models(rep)
     if "inspector" not in rep["estimators"] or not tables:
         return []
     scores = rep["scores"]
@@ -658,15 +672,64 @@ def _against_tables(rep, margin: float = 0.25) -> list[str]:
         lower = 1 - mine / known[best] if known[best] else float("nan")
         lines.append(f"| {t} | {_f(mine, True)} | {best} | {_f(known[best], True)} | "
                      f"{lower:.0%}{' ✓' if lower >= margin else ''} |")
-    med = {m: float(np.median([scores[m][t]["mape"] for t in rep["targets"]
-                               if scores[m][t]["mape"] is not None and scores["inspector"][t]["mape"] is not None]))
-           for m in ["inspector", *tables]}
-    best = min(tables, key=med.get)
+    med, best = _medians(rep)
     lower = 1 - med["inspector"] / med[best] if med[best] else float("nan")
     lines += ["", f"Median over the targets: inspector {_f(med['inspector'], True)}, best table model "
               f"({best}) {_f(med[best], True)}: the inspector is {lower:.0%} lower "
               f"({'meets' if lower >= margin else 'misses'} the {margin:.0%} bar).", ""]
     return lines
+
+
+#: Issue #15's bars: the inspector's median per-target MAPE this much below the best table
+#: model's on held-out families; step time MAPE at most this on held-out families / out of zoo.
+BAR_LOWER, BAR_STEP_FAMILY, BAR_STEP_OUTOFZOO = 0.25, 10.0, 15.0
+
+
+def _standing_row(name: str, rep: dict, step_bar: float) -> str:
+    """One row of :func:`_report_standing` for an evaluated split (``mape`` in %)."""
+    def pct(v) -> str:
+        return "-" if v is None else f"{v:.1f}%"
+
+    s = rep["scores"]
+    step = {m: s[m].get("step_time", {}).get("mape") for m in ("inspector", "roofline", "analytic", "hgb-priors")
+            if m in s}
+    floor = ((rep.get("floor_check") or {}).get("mape") or {})
+    over = [t for t, fl in floor.items() if fl.get("ratio") is not None and not fl.get("within")]
+    cov = (rep.get("coverage") or {}).get("inspector", {}).get("mean")
+    cells = [name, str(rep["n_test"])]
+    if _table_models(rep) and "inspector" in s:
+        med, best = _medians(rep)
+        lower = 1 - med["inspector"] / med[best] if med[best] else float("nan")
+        cells += [pct(med["inspector"]), f"{pct(med[best])} ({best})", f"{lower:.0%}"]
+    else:
+        cells += ["-", "-", "-"]
+    mine = step.get("inspector")
+    cells.append("-" if mine is None else f"{pct(mine)}{' ✓' if mine <= step_bar else ''} (bar {step_bar:.0f}%)")
+    cells += [pct(step.get(m)) for m in ("roofline", "analytic", "hgb-priors")]
+    fl = (floor.get("step_time") or {}).get("floor")
+    cells.append(pct(fl))
+    cells.append(pct(None if cov is None else 100 * cov))
+    cells.append(", ".join(over) if over else ("none" if floor else "-"))
+    return "| " + " | ".join(cells) + " |"
+
+
+def _report_standing(acc: Optional[dict], ooz: Optional[dict]) -> list[str]:
+    """Issue #15's bars in one table: held-out families per setting and the out-of-zoo set."""
+    rows = [_standing_row(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
+            for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
+    if ooz and ooz.get("scores"):
+        rows.append(_standing_row(f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz, BAR_STEP_OUTOFZOO))
+    if not rows:
+        return []
+    return ["## Against the bars: unseen families, step time, intervals", "",
+            f"Median per-target MAPE of the inspector and of the best table model (bar: the "
+            f"inspector {BAR_LOWER:.0%} lower on the source's held-out families); step time MAPE of "
+            "the inspector (bars: held-out families, out of zoo) beside the roofline, the one-factor "
+            "analytic model and hgb-priors, and the step time's noise floor; the inspector's 90% "
+            "interval coverage; the labels whose best estimator is over 2x their noise floor.", "",
+            "| test set | jobs | inspector median | best table model | lower by | step time | roofline "
+            "| analytic | hgb-priors | step floor | coverage | labels over 2x floor |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def _report_accuracy(acc) -> list[str]:
@@ -840,6 +903,7 @@ def report(ctx: Context) -> str:
         data = ctx.load(section)
         if data:
             lines += fmt(data)
+    lines += _report_standing(ctx.load("accuracy"), ctx.load("outofzoo"))
     return "\n".join(lines)
 
 
