@@ -299,11 +299,15 @@ def _coverage(report: dict, nominal: float) -> dict:
     return out
 
 
+#: The arguments this run was given (``main``'s ``argv``, else the command line's).
+_ARGV: list[str] = []
+
+
 def _run_stamp() -> dict:
     """This run's command and date, kept in each entry of a section: with ``--settings`` the
     entries of other settings stay from earlier runs, and say which."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": "python scripts/reproduce.py " + " ".join(sys.argv[1:])}
+            "command": " ".join(["python scripts/reproduce.py", *(_ARGV or sys.argv[1:])])}
 
 
 def section_accuracy(ctx: Context) -> None:
@@ -1074,6 +1078,7 @@ def _merge(ctx: Context, children: list[tuple[str, list[str], list[str] | None]]
 
 
 def main(argv=None) -> int:
+    _ARGV[:] = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated among {', '.join(SECTIONS)} (default all)")

@@ -168,7 +168,8 @@ def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp
     entry = json.loads((out / "transfer.json").read_text())["targets"]["cpu-ddp-w2-1g"]
     assert sorted((r["fraction"], r["scheme"]) for r in entry["rows"]) == [
         (f, s) for f in (0.5, 1.0) for s in ("mlp", "paper", "scratch")]
-    assert entry["date"] and entry["command"].startswith("python scripts/reproduce.py")
+    assert entry["date"] and entry["command"].startswith("python scripts/reproduce.py --sections transfer ")
+    assert "--fractions 0.5 1.0" in entry["command"]  # main's argv, not the test runner's
 
 
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
