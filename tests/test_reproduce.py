@@ -278,6 +278,7 @@ def test_standing_table_states_each_bar_from_the_scores(reproduce):
     assert table[0].split(" | ")[1:7] == ["7", "10.0%", "20.0% (hgb)", "50%", "9.0% ✓ (bar 10%)", "8.0%"]
     assert table[0].endswith("| 5.0% | 87.5% | tx_idle_duration |")
     assert "16.0% (bar 15%)" in table[1] and "✓" not in table[1]
+    assert "| s, held-out families | 10.0% | 20.0% | 19.0% |" in lines  # median per estimator
     assert reproduce._report_standing(None, None) == []
 
 SETTING_1G = "cpu-ddp-w2-1g"

@@ -880,7 +880,8 @@ def _child_main(config_path: str) -> int:
                          out_dir=cfg["out_dir"], timeout=cfg["timeout"], period_s=cfg["period_s"],
                          job_id=cfg["job_id"], record=False,
                          master_port=cfg.get("master_port"),  # the co-run's: one port per job
-                         start_gate=cfg.get("start_gate"))
+                         start_gate=cfg.get("start_gate"),
+                         host_probe_on=False)  # two probes at once would measure each other
     except JobInterrupted as interrupted:
         result, code = interrupted.result, 130
     except DripleError as err:

@@ -53,6 +53,29 @@ def default_timeout(seconds: float, max_seconds: float | None = None) -> float:
     return 90.0 + 2.0 * max(float(seconds), float(max_seconds or 0.0))
 
 
+#: Row columns of :func:`host_probe`.
+PROBE_COLUMNS = ("probe_gemm_gflops", "probe_copy_gb_s")
+
+
+def host_probe() -> dict:
+    """The host's single-thread GEMM GFLOP/s and copy GB/s, measured right before a job (best of
+    5, about a quarter of a second; :func:`driple.graph.host_speed.measure_host_speed`).
+
+    A VM's host can get 10-15 % slower or faster over hours without the guest seeing it (no
+    steal time, the same nominal clock): a dataset's labels drift with it. With the figure in
+    every row, drift shows up job by job and labels can be compared at one host speed. Empty
+    (NaN) if the probe fails: a job is never lost to it.
+    """
+    try:
+        from driple.graph.host_speed import measure_host_speed
+
+        speed = measure_host_speed(repeats=5)
+        return {"probe_gemm_gflops": round(speed.flops_per_s / 1e9, 2),
+                "probe_copy_gb_s": round(speed.memory_bytes_per_s / 1e9, 3)}
+    except Exception:  # noqa: BLE001 - a probe must never cost a measurement
+        return dict.fromkeys(PROBE_COLUMNS, float("nan"))
+
+
 def roles(setting: Setting) -> list[str]:
     """Process names by rank: ``server0..`` then ``worker0..`` (a DDP setting has only workers)."""
     return [f"server{i}" for i in range(setting.servers)] + [f"worker{i}" for i in range(setting.workers)]
@@ -74,6 +97,7 @@ def run_job(
     timeline: str = "marks",
     master_port: int | None = None,
     start_gate: dict | None = None,
+    host_probe_on: bool = True,
 ) -> JobResult:
     """Launch ``spec`` in ``setting`` for real, measure after warm-up, return its row.
 
@@ -92,6 +116,8 @@ def run_job(
     ``provenance.json`` there); sweeps and the CLI pass False and record rows themselves.
     ``master_port``: the ranks' rendezvous port on loopback (default: a free one picked now; a
     co-run hands each of its jobs its own); an emulated cluster always uses 29500 on its hosts.
+    ``host_probe_on``: measure the host's speed just before the job (:func:`host_probe`, a
+    quarter of a second) and keep it in the row.
     """
     spec = spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
     setting = parse_setting(setting)
@@ -130,6 +156,7 @@ def run_job(
     }))
 
     run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port)
+    probe = host_probe() if host_probe_on else {}
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     interrupted = False
@@ -154,6 +181,7 @@ def run_job(
     from driple.collect.results import build_row
 
     row, detail = build_row(run, started=started, duration_s=duration, out_dir=out_dir)
+    row.update(probe)
     detail_path = raw_dir / f"{jid}.json"
     write_json(detail_path, detail)
     _merge_logs(work, raw_dir / f"{jid}.log")

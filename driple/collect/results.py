@@ -17,6 +17,9 @@ Row columns (units):
 - contention and hardware: ``host_other_cpu_pct`` (host CPU used by other processes, %),
   ``run_delay_pct`` (time the ranks' training threads were runnable but waited for a CPU,
   % of the window, mean over ranks), ``cpu_model``, ``cpu_cores``, ``gpu_model``; ``labels`` (the labeller version)
+- ``probe_gemm_gflops``, ``probe_copy_gb_s``: the host's single-thread GEMM and copy speed
+  measured right before the job (:func:`driple.collect.launcher.host_probe`; rows of datasets
+  collected before the probe existed lack them)
 - ``status`` (``ok``/``failed``), ``reason``, ``started`` (UTC ISO), ``duration_s`` (wall time of
   the whole job incl. start-up, s), ``raw_path`` / ``timeline_path`` (relative to the table)
 - then the timeline labeller's extras (bursts per iteration, spreads) and the paper's k-means

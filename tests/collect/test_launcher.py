@@ -37,6 +37,7 @@ def test_ddp_sends_one_model_per_iteration(ddp_job):
     assert all(math.isfinite(row[m]) for m in METRICS)
     assert row["tx_burst_amount"] > 0 and row["compute_burst_amount"] > 0
     assert row["samples_per_s"] == pytest.approx(2 * 32 / row["iter_time_mean_s"], rel=0.3)
+    assert row["probe_gemm_gflops"] > 0.1 and row["probe_copy_gb_s"] > 0.01  # measured before the job
     assert result.raw_path == out / "raw" / f"{row['job_id']}.npz" and result.raw_path.exists()
     assert not (out / "raw" / f"{row['job_id']}.work").exists()
     from driple.collect.results import load_results
