@@ -50,10 +50,11 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
     head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
     lines += ["", head]
     for r in resources():
-        lines.append(f"{r.name:<9}" + "".join(f"{_cell(profile, f'{r.name}_{k}'):>28}" for k in KINDS))
+        # a space before every cell even when it is wider than its column (long intervals)
+        lines.append(f"{r.name:<9}" + "".join(f" {_cell(profile, f'{r.name}_{k}'):>27}" for k in KINDS))
     for t in targets():
         if t.resource is None:
-            lines.append(f"{t.label:<9}" + f"{_cell(profile, t.name):>28}")
+            lines.append(f"{t.label:<9}" + f" {_cell(profile, t.name):>27}")
     if profile.throughput is not None:  # derived from the step time: workers x batch / step
         cell = f"{format_number(profile.throughput)} samples/s"
         if profile.throughput_interval is not None:

@@ -336,8 +336,13 @@ def _module_inputs(model: str, module) -> tuple[Any, int | None]:
     else its ``config.vocab_size`` (a Hugging Face model)."""
     import torch
 
+    import inspect
+
     given = getattr(module, "input_dtype", None)
-    own_vocab = module.__dict__.get("vocab_size")
+    # the module's own (an instance or class attribute, like input_shape; never a submodule or
+    # parameter of that name, nor a property that would run code)
+    own_vocab = inspect.getattr_static(module, "vocab_size", None)
+    own_vocab = own_vocab if isinstance(own_vocab, int) and not isinstance(own_vocab, bool) else None
     raw = getattr(torch, given.removeprefix("torch."), None) if isinstance(given, str) else given
     if given is not None and not isinstance(raw, torch.dtype):
         raise DripleError(f"{model}: input_dtype {given!r} is not a torch dtype "

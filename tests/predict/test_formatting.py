@@ -49,3 +49,15 @@ def test_a_wide_throughput_cell_keeps_its_space():
         assert row.startswith("throughput 8000 samples/s [4000, 16000]")  # 2 workers x 4 / 1 ms
     finally:
         use_labels(DECLARED_LABELS)
+
+
+def test_wide_metric_cells_keep_a_space_between_them():
+    """A burst amount and its interval wider than the 27-character column (an LSTM tagger's TX:
+    '371 MB/s [294, 569]' then '0.00574 s [0.00331, 0.00776]', 28 characters) stay apart."""
+    values = dict.fromkeys(TARGETS, 0.5)
+    values.update(tx_burst_amount=371.0, tx_burst_duration=0.00574)
+    intervals = {m: (v, v) for m, v in values.items()}
+    intervals.update(tx_burst_amount=(294.0, 569.0), tx_burst_duration=(0.00331, 0.00776))
+    prof = ResourceProfile("cpu-ddp-w2-lo", "job", values, intervals=intervals, nominal_coverage=0.9)
+    tx = next(line for line in format_profile(prof).splitlines() if line.startswith("tx "))
+    assert "371 MB/s [294, 569] 0.00574 s [0.00331, 0.00776]" in tx

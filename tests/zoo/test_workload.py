@@ -172,9 +172,11 @@ def test_a_plain_module_can_take_token_ids(tmp_path):
         "def own_vocab():\n    m = KeywordLM(vocab=11)\n    m.input_shape = (5,)\n    m.vocab_size = 11\n    return m\n"
         "def config_vocab():\n    m = KeywordLM(vocab=11)\n    m.input_shape = 5\n    m.config = Config()\n"
         "    m.input_dtype = 'long'\n    return m\n"
+        "class Tagger(KeywordLM):\n    input_shape = (5,)\n    input_dtype = torch.long\n    vocab_size = 11\n"
+        "def class_vocab():\n    return Tagger(vocab=11)\n"
         "def no_vocab():\n    m = KeywordLM()\n    m.input_shape = (5,)\n    m.input_dtype = torch.int64\n    return m\n"
         "def bad_dtype():\n    m = KeywordLM()\n    m.input_shape = (5,)\n    m.input_dtype = 'token'\n    return m\n")
-    for name in ("own_vocab", "config_vocab"):
+    for name in ("own_vocab", "config_vocab", "class_vocab"):  # class attributes count, as input_shape
         w = load_workload(f"{code}:{name}", batch_size=64)
         x, y = w.make_batch(generator=torch.Generator().manual_seed(0))
         assert x.dtype == torch.long and x.shape == (64, 5) and y is None
