@@ -853,7 +853,34 @@ def _report_transfer(tr) -> list[str]:
         lines += [f"| {x['fraction']:.0%} | {x['scheme']} | {x['n_train']} | {_f(x['nrmse'])} | "
                   f"{_f(x['mape'], True)} | {x['seconds']:.1f} |" for x in r["rows"]]
         lines += [""] + [f"- {s}" for s in r["summary"]] + [""]
-    return lines
+    return lines + _transfer_overview(tr)
+
+
+def _transfer_overview(tr) -> list[str]:
+    """One table for every target: test NRMSE (and training seconds) of each scheme at each
+    fraction of the target's training jobs; the scheme's best NRMSE per row in bold."""
+    schemes = list(dict.fromkeys(x["scheme"] for r in tr["targets"].values() for x in r["rows"]))
+    if not schemes:
+        return []
+    lines = ["### Transfer overview: test NRMSE (training seconds) by fraction of the target's jobs", "",
+             "| target | fraction | train jobs | " + " | ".join(schemes) + " |",
+             "|---|---|---|" + "---|" * len(schemes)]
+    for target, r in tr["targets"].items():
+        by = {}
+        for x in r["rows"]:
+            by.setdefault((x["fraction"], x["n_train"]), {})[x["scheme"]] = x
+        for (fraction, n), row in sorted(by.items()):
+            best = min((x["nrmse"] for x in row.values() if x["nrmse"] is not None), default=None)
+            cells = []
+            for sc in schemes:
+                x = row.get(sc)
+                if x is None or x["nrmse"] is None:
+                    cells.append("-")
+                    continue
+                text = f"{_f(x['nrmse'])} ({x['seconds']:.1f} s)"
+                cells.append(f"**{text}**" if x["nrmse"] == best else text)
+            lines.append(f"| {target} | {fraction:.0%} | {n} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _report_design(design) -> list[str]:

@@ -281,6 +281,17 @@ def test_standing_table_states_each_bar_from_the_scores(reproduce):
     assert "| s, held-out families | 10.0% | 20.0% | 19.0% |" in lines  # median per estimator
     assert reproduce._report_standing(None, None) == []
 
+
+def test_transfer_overview_puts_each_fraction_on_one_row(reproduce):
+    """Two schemes at two fractions: one row per fraction, the lower NRMSE of the row in bold."""
+    rows = [{"fraction": f, "scheme": sc, "n_train": n, "nrmse": v, "mape": 10.0, "seconds": 1.5}
+            for f, n, sc, v in ((0.5, 4, "paper", 0.2), (0.5, 4, "scratch", 0.3),
+                                (1.0, 8, "paper", 0.25), (1.0, 8, "scratch", 0.1))]
+    lines = reproduce._transfer_overview({"targets": {"t": {"rows": rows}}})
+    assert "| t | 50% | 4 | **0.200 (1.5 s)** | 0.300 (1.5 s) |" in lines
+    assert "| t | 100% | 8 | 0.250 (1.5 s) | **0.100 (1.5 s)** |" in lines
+    assert reproduce._transfer_overview({"targets": {}}) == []
+
 SETTING_1G = "cpu-ddp-w2-1g"
 CORUNS = ROOT / "datasets" / "v2" / f"corun-{SETTING_1G}"  # measured co-runs of a shipped setting
 KEEP_CORUN = "corun-9963d4eaa9"  # MLP bs128 + MLP bs64: two quick graph builds
