@@ -221,7 +221,7 @@ class HGBPriors(Estimator):
     def fit_graphs(self, train: Sequence, val: Sequence, targets: Sequence[str], setting: str) -> "HGBPriors":
         """Fit on the graphs ``train`` (with ``y``), iterations chosen on ``val``."""
         from driple.graph.summary_features import BASE_FEATURES
-        from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features
+        from driple.inspector.graph_inputs import DEFAULT_PRIORS, GraphInputs, stack_graph_features, stack_targets
         from driple.inspector.scaling import median_floor
         from driple.metrics import target
 
@@ -233,12 +233,12 @@ class HGBPriors(Estimator):
         # a target that is c x its prior is then exactly a residual of ln c at every size
         self.prior_eps_ = [median_floor(c, fallback=1e-6)
                            for c in self.inputs_.target_priors(features, self.target_prior_names_).T]
-        ytr = np.concatenate([g.y.view(1, -1).double().numpy() for g in train])
+        ytr = stack_targets(train)
         X, base = self._arrays(train)
         Xv = base_v = yv = None
         if val:
             Xv, base_v = self._arrays(val)
-            yv = np.concatenate([g.y.view(1, -1).double().numpy() for g in val])
+            yv = stack_targets(val)
         self.model_ = HGBBaseline(random_state=self.random_state).fit_arrays(X, ytr, Xv, yv, base, base_v)
         return self
 

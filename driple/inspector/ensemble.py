@@ -11,8 +11,6 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
-import numpy as np
-
 from driple.inspector.baselines import HGBPriors
 from driple.inspector.train import score_split, training_host
 from driple.inspector.trees import TreeMember
@@ -48,22 +46,19 @@ def with_roofline(inspector, dataset, split):
     """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
     split's training jobs attached, each duration's mode chosen on its validation jobs, scored
     again on the split (``info["scores"]``)."""
-    from driple.inspector.graph_inputs import stack_graph_features
+    from driple.inspector.graph_inputs import stack_graph_features, stack_targets
     from driple.inspector.roofline import fit_member
-
-    def measured(graphs):
-        return np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
 
     host = inspector.host or training_host(dataset)
     train = [dataset[i] for i in split.train]
     val = [dataset[i] for i in split.val]
-    member = fit_member(stack_graph_features(train), measured(train), inspector.targets,
+    member = fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
                         dataset.setting, host)
     out = copy.copy(inspector)
     out.info = dict(inspector.info)
     out.attach_roofline(None)
     if val:
-        member.choose(out.predict(val), val, measured(val))
+        member.choose(out.predict(val), val, stack_targets(val))
     out.attach_roofline(member)
     out.info["scores"] = score_split(out, dataset, split)
     return out

@@ -54,6 +54,11 @@ def stack_graph_features(graphs: Sequence) -> np.ndarray:
     return out
 
 
+def stack_targets(graphs: Sequence) -> np.ndarray:
+    """``[n, targets]`` measured targets of ``graphs`` (each ``g.y``), float64."""
+    return np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+
+
 class GraphInputs:
     """Chosen graph-level features and priors of jobs in one setting on one host, scaled.
 

@@ -24,7 +24,7 @@ import torch
 from driple.errors import DripleError
 from driple.graph.summary_features import BASE_FEATURES
 from driple.inspector.checkpoint import TrainedInspector
-from driple.inspector.graph_inputs import DEFAULT_PRIORS
+from driple.inspector.graph_inputs import DEFAULT_PRIORS, stack_targets
 from driple.inspector.model import (FeatureMLP, GraphBatch, Inspector, flush_denormals,
                                     release_workspaces, run_batch)
 from driple.inspector.scaling import FeatureScaler, TargetScaler
@@ -422,7 +422,7 @@ def train_inspector(
         chosen = (config.features, config.priors) if config.kind != "gnn" else ((), ())
         graph_inputs = GraphInputs(*chosen, setting, training_host(train, host)).fit(
             stack_graph_features(train_list))
-    y = np.concatenate([g.y.view(1, -1).double().numpy() for g in train_list])
+    y = stack_targets(train_list)
     prior = None
     if config.residual:
         target_priors = [target(t).prior for t in names]
@@ -467,7 +467,7 @@ def _split_record(train, val, test) -> dict:
 def score_jobs(predictor, graphs: Sequence) -> dict:
     """:func:`score_table` of ``predictor`` (anything with ``predict(graphs)``) on ``graphs``."""
     graphs = list(graphs)
-    measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+    measured = stack_targets(graphs)
     return score_table(measured, predictor.predict(graphs), names=list(getattr(predictor, "targets", None)
                                                                       or target_names()))
 

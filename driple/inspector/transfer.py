@@ -27,7 +27,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.inspector.checkpoint import TrainedInspector
-from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
+from driple.inspector.graph_inputs import GraphInputs, stack_graph_features, stack_targets
 from driple.inspector.model import Inspector, build_model
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
@@ -187,7 +187,7 @@ def finetune(
     if source.residual:
         prior = graph_inputs.target_priors(stack_graph_features(train), source.target_priors)
     target_scaler = TargetScaler(options.target_scaling).fit(
-        np.concatenate([g.y.view(1, -1).double().numpy() for g in train]), prior)
+        stack_targets(train), prior)
     info = {k: v for k, v in source.info.items() if k not in ("scores", "history", "split")}
     info.update(setting=dataset.setting, dataset=str(dataset.root))
     if tuple(dataset.target_names) != source.targets:

@@ -136,32 +136,32 @@ def coverage(y_true, low, high, names: Optional[Sequence[str]] = None) -> dict:
     return out
 
 
-def _measured(graphs: Sequence) -> np.ndarray:
-    return np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
-
-
 def calibrate_intervals(model, calibration: Sequence, coverage: float = 0.9) -> ConformalIntervals:
     """Intervals for ``model`` (anything with ``predict(graphs) -> [n, targets]`` and, optionally,
     ``targets``: a :class:`~driple.inspector.checkpoint.TrainedInspector`, an estimator)
     calibrated on the ``calibration`` jobs only (graphs with measured ``y``; a set apart from
     training and validation, e.g. the calibration part of the evaluation's splits).
     Predictions are clipped at 0 first, as the profiles show them."""
+    from driple.inspector.graph_inputs import stack_targets
+
     calibration = list(calibration)
     if len(calibration) < 2:
         raise DripleError(f"calibration needs at least two jobs, got {len(calibration)}")
     names = tuple(getattr(model, "targets", None) or getattr(model, "targets_", None) or target_names())
     predicted = np.clip(model.predict(calibration), 0, None)
-    return ConformalIntervals(coverage=coverage, names=names).fit(_measured(calibration), predicted)
+    return ConformalIntervals(coverage=coverage, names=names).fit(stack_targets(calibration), predicted)
 
 
 def test_coverage(intervals: ConformalIntervals, model, test: Sequence) -> dict:
     """:func:`coverage` of ``intervals`` around ``model``'s predictions on the ``test`` jobs
     (never used for training, choice or calibration)."""
+    from driple.inspector.graph_inputs import stack_targets
+
     test = list(test)
     if not test:
         raise DripleError("no test jobs to measure the coverage on")
     low, high = intervals.interval(np.clip(model.predict(test), 0, None))
-    return coverage(_measured(test), low, high, names=list(intervals.names))
+    return coverage(stack_targets(test), low, high, names=list(intervals.names))
 
 
 test_coverage.__test__ = False  # a library function, not a pytest test

@@ -25,8 +25,10 @@ from driple.predict.intervals import ConformalIntervals, coverage
 
 
 def _measured_predicted(inspector, dataset, idx):
+    from driple.inspector.graph_inputs import stack_targets
+
     graphs = [dataset[i] for i in idx]
-    measured = np.concatenate([g.y.view(1, -1).double().numpy() for g in graphs])
+    measured = stack_targets(graphs)
     predicted = np.clip(inspector.predict(graphs), 0, None)
     return measured, predicted
 
