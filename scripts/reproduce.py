@@ -300,14 +300,14 @@ def _coverage(report: dict, nominal: float) -> dict:
 
 
 #: The arguments this run was given (``main``'s ``argv``, else the command line's).
-_ARGV: list[str] = []
+_ARGV: list[str] | None = None
 
 
 def _run_stamp() -> dict:
     """This run's command and date, kept in each entry of a section: with ``--settings`` the
     entries of other settings stay from earlier runs, and say which."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(["python scripts/reproduce.py", *(_ARGV or sys.argv[1:])])}
+            "command": " ".join(["python scripts/reproduce.py", *(sys.argv[1:] if _ARGV is None else _ARGV)])}
 
 
 def section_accuracy(ctx: Context) -> None:
@@ -717,21 +717,18 @@ def _standing_row(name: str, rep: dict, step_bar: float) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _report_standing(acc: Optional[dict], ooz: Optional[dict]) -> list[str]:
+def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
     """Issue #15's bars in one table: held-out families per setting and the out-of-zoo set."""
-    rows = [_standing_row(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
+    sets = [(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
             for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
     if ooz and ooz.get("scores"):
-        rows.append(_standing_row(f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz, BAR_STEP_OUTOFZOO))
-    if not rows:
+        sets.append((f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz, BAR_STEP_OUTOFZOO))
+    if not sets:
         return []
+    rows = [_standing_row(name, rep, bar) for name, rep, bar in sets]
     medians = []
-    sets = [(f"{setting}, held-out families", r["family"])
-            for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
-    if ooz and ooz.get("scores"):
-        sets.append((f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz))
-    names = list(dict.fromkeys(m for _, rep in sets for m in rep["estimators"]))
-    for name, rep in sets:
+    names = list(dict.fromkeys(m for _, rep, _ in sets for m in rep["estimators"]))
+    for name, rep, _ in sets:
         cells = []
         for m in names:
             vals = [rep["scores"][m][t]["mape"] for t in rep["targets"]
@@ -1121,7 +1118,8 @@ def _merge(ctx: Context, children: list[tuple[str, list[str], list[str] | None]]
 
 
 def main(argv=None) -> int:
-    _ARGV[:] = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    global _ARGV
+    _ARGV = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated among {', '.join(SECTIONS)} (default all)")

@@ -17,6 +17,7 @@ gradients of the inputs and hidden states, and of the weights).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 import torch
@@ -34,27 +35,19 @@ def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddi
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
-def _tokens(x_shape, batch_sizes=()) -> int:
-    """Time steps x sequences a recurrent layer runs: a packed input is ``[tokens, features]``
-    (``batch_sizes`` given), a padded one ``[..., features]``."""
-    if batch_sizes:
-        return int(x_shape[0])
-    n = 1
-    for d in x_shape[:-1]:
-        n *= int(d)
-    return n
-
-
-def _matrix_elements(shapes) -> int:
-    """Elements of the 2-D weights among ``shapes`` (the biases are 1-D)."""
-    return sum(int(s[0]) * int(s[1]) for s in shapes if s is not None and len(s) == 2)
+def _recurrent_forward(x_shape, weight_shapes, batch_sizes=()) -> int:
+    """2 x tokens x elements of the 2-D weights (the biases are 1-D): a fused recurrent layer's
+    forward. Tokens: time steps x sequences; a packed input (``batch_sizes`` given) is
+    ``[tokens, features]``, a padded one ``[..., features]``."""
+    tokens = int(x_shape[0]) if batch_sizes else math.prod(int(d) for d in x_shape[:-1])
+    return 2 * tokens * sum(int(w[0]) * int(w[1]) for w in weight_shapes if w is not None and len(w) == 2)
 
 
 def mkldnn_rnn_layer_flops(x_shape, w_ih_shape, w_hh_shape, *_args, out_shape=None, **_kwargs) -> int:
     """FLOPs of ``aten.mkldnn_rnn_layer`` (CPU; one layer, one direction): every token goes through
     the input-to-hidden and the hidden-to-hidden matrix once (``[gates x hidden, in]``,
     ``[gates x hidden, hidden]``)."""
-    return 2 * _tokens(x_shape) * _matrix_elements((w_ih_shape, w_hh_shape))
+    return _recurrent_forward(x_shape, (w_ih_shape, w_hh_shape))
 
 
 def mkldnn_rnn_layer_backward_flops(x_shape, w_ih_shape, w_hh_shape, *_args, out_shape=None,
@@ -70,7 +63,7 @@ def cudnn_rnn_flops(x_shape, weight_shapes, _stride0, _weight_buf, _hx, _cx, _mo
     """FLOPs of ``aten._cudnn_rnn`` (GPU; every layer and direction at once): each 2-D weight of
     the list (input-to-hidden, hidden-to-hidden, projection; per layer and direction) once per
     token."""
-    return 2 * _tokens(x_shape, batch_sizes) * _matrix_elements(weight_shapes)
+    return _recurrent_forward(x_shape, weight_shapes, batch_sizes)
 
 
 def cudnn_rnn_backward_flops(x_shape, weight_shapes, _stride0, _weight_buf, _hx, _cx, _output,
@@ -80,7 +73,7 @@ def cudnn_rnn_backward_flops(x_shape, weight_shapes, _stride0, _weight_buf, _hx,
                              out_shape=None, **_kwargs) -> int:
     """FLOPs of ``aten._cudnn_rnn_backward``: a forward's worth for the data gradients (input,
     hx, cx: ``output_mask[:3]``) and one for the weights' (``output_mask[3]``)."""
-    forward = 2 * _tokens(x_shape, batch_sizes) * _matrix_elements(weight_shapes)
+    forward = _recurrent_forward(x_shape, weight_shapes, batch_sizes)
     return forward * (int(any(bool(m) for m in output_mask[:3])) + int(bool(output_mask[3])))
 
 

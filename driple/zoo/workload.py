@@ -334,9 +334,9 @@ def _module_inputs(model: str, module) -> tuple[Any, int | None]:
     or its name, e.g. "long"); unset, token ids (long) when the module has its own int
     ``vocab_size``, else float32. Token ids need a vocabulary size: the module's ``vocab_size``,
     else its ``config.vocab_size`` (a Hugging Face model)."""
-    import torch
-
     import inspect
+
+    import torch
 
     given = getattr(module, "input_dtype", None)
     # the module's own (an instance or class attribute, like input_shape; never a submodule or
