@@ -62,6 +62,9 @@ def main(argv=None) -> int:
                    help="transfer from the shipped source inspector instead of training it again")
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--patience", type=int, default=30)
+    p.add_argument("--ema", type=float, default=None, metavar="DECAY",
+                   help="moving average of the weights kept (default: the preset's; 0.995 for "
+                   "hybrid, 0 for the others)")
     p.add_argument("--target-scaling", default=None,
                    help="default: the preset's (max for gnn, ln for the others)")
     p.add_argument("--model", default="gnn",
@@ -241,7 +244,7 @@ def _train_one(job):
 
     from driple.inspector.train import preset
 
-    root, builder, (name, graph_attr), hidden, repeats, options, threads, labels = job
+    root, builder, (name, graph_attr), hidden, repeats, options, ema, threads, labels = job
     from driple.metrics import use_labels
 
     use_labels(labels)  # a spawned worker starts from the declared labels, not the live ones
@@ -251,6 +254,7 @@ def _train_one(job):
     config, defaults = preset(name, hidden_channels=hidden, num_repeats=repeats, graph_attr=graph_attr)
     if options.target_scaling == "max" and defaults.target_scaling != "max":
         options = replace(options, target_scaling=defaults.target_scaling)  # the preset's scaling
+    options = replace(options, ema=defaults.ema if ema is None else ema)
     model = train_inspector(ds[split.train], ds[split.val], options, config, test=ds[split.test],
                             progress=False)
     model.info["split"] = split.to_dict(ds)
@@ -263,7 +267,7 @@ def _train_variants(args, root, variants, options):
     from driple.metrics import label_version
 
     builder = {"groups": args.groups, "grouping": args.grouping}
-    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.threads, label_version())
+    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.ema, args.threads, label_version())
             for v in variants]
     if len(jobs) == 1:
         states = [_train_one(jobs[0])]

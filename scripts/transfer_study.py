@@ -21,8 +21,7 @@ import torch
 from driple.inspector.dataset import InspectorDataset
 from driple.inspector.checkpoint import load_inspector
 from driple.inspector.splits import random_split
-from driple.inspector.train import TrainOptions
-from driple.inspector.transfer import SCHEMES, finetune
+from driple.inspector.transfer import SCHEMES, finetune, finetune_options
 
 
 def run_study(source, dataset, fractions, schemes, options, progress=True) -> list[dict]:
@@ -85,10 +84,8 @@ def main(argv=None) -> int:
     dataset = InspectorDataset(args.dataset, groups=builder.get("groups", 100),
                                grouping=builder.get("grouping", "uniform"),
                                features=builder.get("features", "driple"), progress=not args.quiet)
-    known = {k: v for k, v in source.info.get("training", {}).items()
-             if k in TrainOptions.__dataclass_fields__}
     overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
-    options = TrainOptions(**{**known, **overrides, "seed": args.seed})
+    options = finetune_options(source, {**overrides, "seed": args.seed})
     print(f"transfer {source.setting} -> {dataset.setting}: {dataset}")
     print(f"{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'MAPE%':>8s} {'train s':>9s} {'epochs':>7s}")
     rows = run_study(source, dataset, sorted(args.fractions), args.schemes, options,

@@ -219,7 +219,7 @@ class TransferEstimator(Estimator):
         self.cache = cache
 
     def fit(self, dataset, train, val) -> "TransferEstimator":
-        from driple.inspector.transfer import finetune
+        from driple.inspector.transfer import finetune, finetune_options
 
         source = self.source
         if self.source_dataset is not None:
@@ -228,7 +228,7 @@ class TransferEstimator(Estimator):
             source = gnn.fit(self.source_dataset, self.source_split.train, self.source_split.val).inspector_
         self.source_ = source
         self.note_ = self.note
-        options = self.options or recorded_options(self.source, self.overrides)
+        options = self.options or finetune_options(self.source, self.overrides)
         self.inspector_ = finetune(source, dataset, split=_fit_split(train, val), scheme=self.scheme,
                                    options=options, progress=self.progress)
         return self

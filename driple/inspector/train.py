@@ -39,6 +39,10 @@ class TrainOptions:
 
     ``epochs`` is the upper bound; training stops after ``patience`` epochs without a better
     validation loss and keeps the best weights. ``target_scaling``: see :class:`TargetScaler`.
+    ``ema``: decay of an exponential moving average of the weights, updated after every
+    optimizer step; the average is what is validated and kept (0: off, the weights themselves).
+    A few hundred jobs give a validation loss that jumps from epoch to epoch, and early stopping
+    on one lucky epoch is a draw; the average moves slowly, so the epoch it keeps says more.
     """
 
     lr: float = 3e-3
@@ -48,6 +52,7 @@ class TrainOptions:
     batch_size: int = 32
     target_scaling: str = "max"
     seed: int = 0
+    ema: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,7 +90,8 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
     """Train ``model`` in place on prepared (scaled) graphs; returns the history.
 
     Only parameters with ``requires_grad`` are optimised (fine-tuning freezes the rest). The
-    weights of the epoch with the lowest validation loss are restored at the end. History:
+    weights (or their average, ``options.ema``) of the epoch with the lowest validation loss are
+    restored at the end. History:
     ``train_loss``, ``val_loss`` (per epoch), ``best_epoch``, ``best_val_loss``, ``seconds``.
 
     An :class:`Inspector` gets its batches as :class:`GraphBatch` (no PyG collation; the
@@ -119,9 +125,17 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
         def epoch_batches():
             return train_loader
     optimizer = torch.optim.Adam(params, lr=options.lr, weight_decay=options.weight_decay)
+    if not 0.0 <= options.ema < 1.0:
+        raise DripleError(f"ema must be in [0, 1) (a decay per step; 0 is off), not {options.ema}")
+    averaged = None
+    if options.ema:
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(options.ema), use_buffers=True)
+    kept = model if averaged is None else averaged.module  # the weights validated and kept
 
     history = {"train_loss": [], "val_loss": [], "best_epoch": 0, "best_val_loss": float("inf")}
-    best_state = copy.deepcopy(model.state_dict())
+    best_state = copy.deepcopy(kept.state_dict())
     start = time.perf_counter()
     bar = tqdm(range(options.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
     for epoch in bar:
@@ -134,14 +148,16 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
                 loss = masked_mse(pred, batch.y)
                 loss.backward()
                 optimizer.step()
+                if averaged is not None:
+                    averaged.update_parameters(model)
                 total += loss.item() * batch.num_graphs
                 count += batch.num_graphs
-            val_loss = _loss_on(model, val_batches)
+            val_loss = _loss_on(kept, val_batches)
         history["train_loss"].append(total / max(count, 1))
         history["val_loss"].append(val_loss)
         if val_loss < history["best_val_loss"]:
             history["best_val_loss"], history["best_epoch"] = val_loss, epoch
-            best_state = copy.deepcopy(model.state_dict())
+            best_state = copy.deepcopy(kept.state_dict())
         bar.set_postfix(train=f"{total / max(count, 1):.4f}", val=f"{val_loss:.4f}",
                         best=history["best_epoch"], refresh=False)
         if epoch - history["best_epoch"] >= options.patience:
@@ -233,12 +249,20 @@ class InspectorConfig:
         return cls(**{k: v for k, v in record.items() if k in cls.__dataclass_fields__})
 
 
+#: The hybrid's ``TrainOptions.ema``, chosen on jobs no training decision saw (session 28: the
+#: source's calibration jobs, 3 seeds each of 0, 0.98, 0.99, 0.995): 0.995 had the lowest
+#: median per-metric MAPE (11.1 % vs 12.7 % without) and NRMSE (0.192 vs 0.203), mean MAPE
+#: equal (13.7 vs 13.6 %).
+HYBRID_EMA = 0.995
+
+
 def preset(name: str, **overrides) -> tuple:
     """``(InspectorConfig, TrainOptions)`` of a named configuration of the ablation:
 
     - ``"gnn"``: the paper's inspector, targets divided by their training maximum;
     - ``"gnn-ln"``: the same network, log targets (isolates what the scaling does);
-    - ``"hybrid"``: graph + graph-level features and priors, residuals over the priors, log targets;
+    - ``"hybrid"``: graph + graph-level features and priors, residuals over the priors, log targets,
+      the weights' moving average kept (:data:`HYBRID_EMA`);
     - ``"hybrid-plain"``: the hybrid without residuals (log targets);
     - ``"features"``: graph-level features and priors alone, residuals, log targets.
 
@@ -247,7 +271,7 @@ def preset(name: str, **overrides) -> tuple:
     table = {
         "gnn": (dict(kind="gnn", residual=False), dict(target_scaling="max")),
         "gnn-ln": (dict(kind="gnn", residual=False), dict(target_scaling="ln")),
-        "hybrid": (dict(kind="hybrid", residual=True), dict(target_scaling="ln")),
+        "hybrid": (dict(kind="hybrid", residual=True), dict(target_scaling="ln", ema=HYBRID_EMA)),
         "hybrid-plain": (dict(kind="hybrid", residual=False), dict(target_scaling="ln")),
         "features": (dict(kind="features", residual=True), dict(target_scaling="ln")),
     }

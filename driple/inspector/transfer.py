@@ -128,6 +128,15 @@ def subsample(split: Split, fraction: float, seed: int = 0) -> Split:
     return replace(split, train=take(split.train), val=take(split.val))
 
 
+def finetune_options(source, overrides: dict | None = None) -> TrainOptions:
+    """The source's recorded training options with ``overrides``, but no moving average of the
+    weights unless asked (``ema`` is a decay per optimizer step: a few target jobs make one step
+    per epoch, and an average of 0.995 would hardly leave its start before early stopping)."""
+    from driple.inspector.estimators import recorded_options
+
+    return recorded_options(source, {"ema": 0.0, **(overrides or {})})
+
+
 def finetune(
     source: TrainedInspector,
     dataset,
@@ -140,17 +149,14 @@ def finetune(
 ) -> TrainedInspector:
     """Adapt ``source`` to the setting of ``dataset`` using ``fraction`` of its training jobs.
 
-    ``split`` defaults to the seeded random split of ``dataset``; ``options`` to the source's
-    training options; ``cache`` runs the frozen prefix once per graph (see
+    ``split`` defaults to the seeded random split of ``dataset``; ``options`` to
+    :func:`finetune_options`; ``cache`` runs the frozen prefix once per graph (see
     :func:`cache_frozen`) instead of every epoch. The result records ``transfer`` (source
     setting, scheme, fraction, trainable parameters, seconds) and its scores on the target's
     test jobs.
     """
     source.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
-    if options is None:
-        known = {k: v for k, v in source.info.get("training", {}).items()
-                 if k in TrainOptions.__dataclass_fields__}
-        options = TrainOptions(**known)
+    options = options or finetune_options(source)
     if source.residual and options.target_scaling != "ln":
         raise DripleError("the source inspector predicts residuals over priors: fine-tune it with "
                           f"target_scaling='ln', not {options.target_scaling!r}")

@@ -82,3 +82,55 @@ def test_fast_batches_match_dataloader_path(prepared):
     pyg = fit(pyg_model, data[:7], data[7:], options, progress=False)
     assert fast["train_loss"] == pytest.approx(pyg["train_loss"], rel=1e-4)
     assert fast["val_loss"] == pytest.approx(pyg["val_loss"], rel=1e-4)
+
+
+def test_ema_keeps_the_average_of_the_weights(prepared):
+    """``ema``: what is validated and kept is the moving average of the weights after each step.
+    One batch per epoch and two epochs: the candidates are the weights after step 1 (the first
+    average is a copy) and 0.9 x those + 0.1 x the weights after step 2; the kept one is the
+    candidate with the lower validation loss, and the history's best loss is its loss."""
+    import copy
+
+    from driple.inspector.model import GraphBatch, run_batch
+    from driple.inspector.train import _loss_on
+
+    torch.manual_seed(0)
+    predictor, graphs = prepared(10)
+    data = predictor.prepare(graphs)
+    train, val = data[:8], data[8:]
+    start = copy.deepcopy(predictor.model)
+
+    # the same two Adam steps by hand (one batch of all 8 jobs; order does not change the mean)
+    by_hand = copy.deepcopy(start)
+    opt = torch.optim.Adam(by_hand.parameters(), lr=1e-2, weight_decay=1e-6)
+    batch = GraphBatch.from_graphs(train)
+    steps = []
+    for _ in range(2):
+        opt.zero_grad()
+        masked_mse(run_batch(by_hand, batch), batch.y).backward()
+        opt.step()
+        steps.append({k: v.detach().clone() for k, v in by_hand.state_dict().items()})
+    averaged = {k: 0.9 * steps[0][k] + 0.1 * steps[1][k] for k in steps[0]}
+    val_batch = [GraphBatch.from_graphs(val)]
+    losses = []
+    for state in (steps[0], averaged):
+        by_hand.load_state_dict(state)
+        losses.append(_loss_on(by_hand, val_batch))
+    expected = (steps[0], averaged)[int(losses[1] < losses[0])]
+
+    history = fit(predictor.model, train, val,
+                  TrainOptions(epochs=2, patience=10, batch_size=8, lr=1e-2, ema=0.9), progress=False)
+    kept = predictor.model.state_dict()
+    for k, v in expected.items():
+        assert torch.allclose(kept[k], v, atol=1e-5), k
+    assert history["best_val_loss"] == pytest.approx(min(losses), rel=1e-4)
+    assert history["val_loss"] == pytest.approx(losses, rel=1e-4)
+
+
+def test_ema_out_of_range_is_a_clear_error(prepared):
+    from driple.errors import DripleError
+
+    predictor, graphs = prepared(4)
+    data = predictor.prepare(graphs)
+    with pytest.raises(DripleError, match="ema must be in"):
+        fit(predictor.model, data, data, TrainOptions(epochs=1, ema=1.0), progress=False)

@@ -115,3 +115,20 @@ def test_graph_attr_model_trains_finetunes_and_round_trips(tmp_path, dataset):
         a = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=True)
         b = finetune(source, dataset, scheme=scheme, options=opts, progress=False, cache=False)
         assert np.allclose(a.predict(dataset[0]), b.predict(dataset[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_finetune_options_keep_the_source_s_but_not_its_weight_average(dataset):
+    """A hybrid source trained with the weights' moving average (its preset) fine-tunes without
+    one: a decay per step is tuned to the source's step count, not to a few target jobs'."""
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import HYBRID_EMA, preset, train_inspector
+    from driple.inspector.transfer import finetune_options
+
+    config, options = preset("hybrid", hidden_channels=16, num_repeats=2, epochs=2, patience=2, lr=2e-3)
+    assert options.ema == HYBRID_EMA and preset("gnn")[1].ema == 0.0
+    split = random_split(dataset)
+    source = train_inspector(dataset[split.train], dataset[split.val], options, config, progress=False)
+    assert source.info["training"]["ema"] == HYBRID_EMA
+    tuned = finetune_options(source, {"epochs": 7})
+    assert (tuned.ema, tuned.lr, tuned.epochs, tuned.target_scaling) == (0.0, 2e-3, 7, "ln")
+    assert finetune_options(source, {"ema": 0.9}).ema == 0.9
