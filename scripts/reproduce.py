@@ -835,7 +835,42 @@ def _report_colocate(co) -> list[str]:
             lines.append(f"| {est} | {t['fit_predicted_fit']} | {t['fit_predicted_not']} | "
                          f"{t['not_predicted_fit']} | {t['not_predicted_not']} |")
         lines.append("")
-    return lines
+    return lines + _colocate_overall(co)
+
+
+def _colocate_overall(co) -> list[str]:
+    """Every co-run set at once: the fit verdicts' confusion per profile source, how many pairs
+    each got right, the pairs it got wrong, and the inspector's mean-load error per setting."""
+    sets = co["coruns"]
+    if not sets:
+        return []
+    keys = ("fit_predicted_fit", "fit_predicted_not", "not_predicted_fit", "not_predicted_not")
+    sources = list(dict.fromkeys(est for r in sets.values() for est in r["confusion"]))
+    lines = ["### All co-runs", "", "| profiles | fit, predicted fit | fit, predicted not | slowed, predicted fit | "
+             "slowed, predicted not | right |", "|---|---|---|---|---|---|"]
+    for est in sources:
+        total = [sum(r["confusion"].get(est, {}).get(k, 0) for r in sets.values()) for k in keys]
+        lines.append(f"| {est} | " + " | ".join(map(str, total))
+                     + f" | {total[0] + total[3]} of {sum(total)} |")
+    lines.append("")
+    for name, r in sets.items():
+        limit = r.get("max_slowdown")
+        for c in r["coruns"]:
+            slow = c.get("slowdown") or []
+            fits = bool(slow) and limit is not None and max(slow) <= limit
+            wrong = [est for est in sources if isinstance(c.get(est), dict) and
+                     (c[est].get("verdict") == "packs well") != fits]
+            if wrong and slow:
+                lines.append(f"- missed ({', '.join(wrong)}): {name}: {' + '.join(c['models'])} — "
+                             f"{'/'.join(f'{x:.2f}' for x in slow)}x ({'fits' if fits else 'slowed'}; "
+                             f"inspector: {c.get('inspector', {}).get('verdict', '-')})")
+    errors = []
+    for name, r in sets.items():
+        cells = [f"{res} {sm['inspector_served_rel_err']:.0%}" for res, sm in r["summary"].items()
+                 if sm.get("inspector_served_rel_err") is not None]
+        if cells:
+            errors.append(f"- inspector's combined mean load per slot against the measured, {name}: " + ", ".join(cells))
+    return lines + ([""] if lines[-1] else []) + errors + [""]
 
 
 def _report_transfer(tr) -> list[str]:

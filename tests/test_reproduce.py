@@ -292,6 +292,30 @@ def test_transfer_overview_puts_each_fraction_on_one_row(reproduce):
     assert "| t | 100% | 8 | 0.250 (1.5 s) | **0.100 (1.5 s)** |" in lines
     assert reproduce._transfer_overview({"targets": {}}) == []
 
+
+def test_colocate_overall_adds_the_sets_and_names_the_misses(reproduce):
+    """Two co-run sets: the confusion tables summed, right = fit-fit + slowed-not, and the one
+    pair whose verdict disagrees with its measured slow-down (1.10x <= 1.15: fits, predicted
+    'contends') named."""
+    def pair(models, slow, verdict):
+        return {"models": models, "slowdown": slow, "inspector": {"verdict": verdict}}
+
+    def conf(a, b, c, d):
+        return {"fit_predicted_fit": a, "fit_predicted_not": b, "not_predicted_fit": c, "not_predicted_not": d}
+
+    summary = {"compute": {"inspector_served_rel_err": 0.12}}
+    co = {"coruns": {
+        "corun-a": {"max_slowdown": 1.15, "confusion": {"inspector": conf(0, 1, 0, 1)}, "summary": summary,
+                    "coruns": [pair(["x", "y"], [1.10, 1.05], "contends"), pair(["x", "z"], [1.5, 1.2], "contends")]},
+        "corun-b": {"max_slowdown": 1.15, "confusion": {"inspector": conf(1, 0, 0, 0)}, "summary": {},
+                    "coruns": [pair(["u", "v"], [1.01, 1.02], "packs well")]}}}
+    lines = reproduce._colocate_overall(co)
+    assert "| inspector | 1 | 1 | 0 | 1 | 2 of 3 |" in lines
+    missed = [line for line in lines if line.startswith("- missed")]
+    assert missed == ["- missed (inspector): corun-a: x + y — 1.10/1.05x (fits; inspector: contends)"]
+    assert "- inspector's combined mean load per slot against the measured, corun-a: compute 12%" in lines
+    assert reproduce._colocate_overall({"coruns": {}}) == []
+
 SETTING_1G = "cpu-ddp-w2-1g"
 CORUNS = ROOT / "datasets" / "v2" / f"corun-{SETTING_1G}"  # measured co-runs of a shipped setting
 KEEP_CORUN = "corun-9963d4eaa9"  # MLP bs128 + MLP bs64: two quick graph builds
