@@ -419,6 +419,7 @@ def section_transfer(ctx: Context) -> None:
     from driple.inspector.estimators import GNNEstimator, recorded_options
     from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split
+    from driple.inspector.transfer import finetune_options
 
     a = ctx.args
     source_name = ctx.source_setting()
@@ -436,8 +437,8 @@ def section_transfer(ctx: Context) -> None:
                                                       cache=ctx.cache).fit(
                     source_ds, ssplit.train, ssplit.val).inspector_
                 held = {"n_source_jobs_held_out": len(ssplit.test), "what": ssplit.held_out}
-        rows = run_study(source, ds, a.fractions, ["paper", "mlp", "scratch"], options,
-                         progress=not a.quiet)
+        rows = run_study(source, ds, a.fractions, ["paper", "mlp", "scratch"],
+                         finetune_options(shipped, ctx.overrides()), progress=not a.quiet)
         out[target] = {"rows": rows, "summary": summarize(rows, a.tolerance), "tolerance": a.tolerance,
                        "source_retrained_without": held, **_run_stamp()}
         _say("\n".join(out[target]["summary"]))
