@@ -250,9 +250,9 @@ class InspectorConfig:
 
 
 #: The hybrid's ``TrainOptions.ema``, chosen on jobs no training decision saw (session 28: the
-#: source's calibration jobs, 3 seeds each of 0, 0.98, 0.99, 0.995): 0.995 had the lowest
-#: median per-metric MAPE (11.1 % vs 12.7 % without) and NRMSE (0.192 vs 0.203), mean MAPE
-#: equal (13.7 vs 13.6 %).
+#: source's calibration jobs, 3 seeds each of 0, 0.98, 0.99, 0.995; ``scripts/choose_ema.py``):
+#: 0.995 had the lowest median per-target MAPE (11.0 % vs 12.4 % without) and NRMSE (0.192 vs
+#: 0.203), mean MAPE equal (13.7 vs 13.6 %).
 HYBRID_EMA = 0.995
 
 
