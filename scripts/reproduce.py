@@ -416,7 +416,8 @@ def section_transfer(ctx: Context) -> None:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from transfer_study import run_study, summarize
 
-    from driple.inspector.estimators import GNNEstimator, recorded_options
+    from driple.inspector.estimators import GNNEstimator
+    from driple.inspector.train import recorded_options
     from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split
     from driple.inspector.transfer import finetune_options
@@ -448,7 +449,7 @@ def section_transfer(ctx: Context) -> None:
 def section_design(ctx: Context) -> None:
     from dataclasses import replace
 
-    from driple.inspector.estimators import recorded_options
+    from driple.inspector.train import recorded_options
     from driple.inspector.splits import random_split
     from driple.inspector.train import retrain_config, train_inspector
 

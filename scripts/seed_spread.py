@@ -27,10 +27,11 @@ def run(inspector, dataset, seeds, families=None) -> dict:
     import numpy as np
 
     from driple.inspector.estimator_registry import make_estimator
-    from driple.inspector.estimators import EnsembleEstimator, GNNEstimator, recorded_options
+    from driple.inspector.estimators import EnsembleEstimator, GNNEstimator
     from driple.inspector.evaluate import run_folds
     from driple.inspector.roofline_estimator import WithRoofline
     from driple.inspector.splits import make_splits
+    from driple.inspector.train import recorded_options
 
     options, host, cache = recorded_options(inspector), inspector.roofline.host, {}
 

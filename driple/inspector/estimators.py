@@ -114,7 +114,7 @@ class GNNEstimator(Estimator):
         :class:`~driple.inspector.checkpoint.TrainedInspector`) is: its recorded configuration
         (:func:`~driple.inspector.train.retrain_config`), training options with ``overrides``
         applied, and host figures (the priors of a hybrid divide by them)."""
-        from driple.inspector.train import retrain_config
+        from driple.inspector.train import recorded_options, retrain_config
 
         config, _ = retrain_config(trained)
         kwargs.setdefault("host", trained.host)
@@ -235,16 +235,3 @@ class TransferEstimator(Estimator):
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.inspector_.predict(graphs_of(dataset, idx))
-
-
-def recorded_options(trained, overrides: Optional[dict] = None):
-    """The :class:`~driple.inspector.train.TrainOptions` recorded in a checkpoint, ``overrides``
-    (e.g. ``{"epochs": 5}``) applied."""
-    from driple.inspector.train import TrainOptions
-
-    known = {k: v for k, v in (trained.info.get("training") or {}).items()
-             if k in TrainOptions.__dataclass_fields__}
-    unknown = sorted(set(overrides or {}) - set(TrainOptions.__dataclass_fields__))
-    if unknown:
-        raise DripleError(f"unknown training option(s) {', '.join(unknown)}")
-    return TrainOptions(**{**known, **(overrides or {})})

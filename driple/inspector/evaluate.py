@@ -37,8 +37,7 @@ import numpy as np
 
 from driple.errors import DripleError
 from driple.inspector.estimator_registry import make_estimator
-from driple.inspector.estimators import (CheckpointEstimator, Estimator, GNNEstimator,
-                                         TransferEstimator, recorded_options)
+from driple.inspector.estimators import CheckpointEstimator, Estimator, GNNEstimator, TransferEstimator
 from driple.inspector.jobs import job_table
 from driple.inspector.noise import floor_check
 from driple.inspector.scores import score_table
@@ -272,6 +271,8 @@ def evaluate(
     if retrain_source and (not transfer or source is None or source_dataset is None):
         raise DripleError("retraining the source needs a transferred inspector, its source inspector "
                           "and the source's dataset")
+    from driple.inspector.train import recorded_options
+
     options = recorded_options(predictor, {**(overrides or {}), "seed": seed})
     if external is not None:
         folds = [external_split(predictor, dataset, external, seed)]

@@ -522,6 +522,17 @@ def select_inspector(train, val, candidates: Mapping[str, tuple], *, test=None, 
     return winner
 
 
+def recorded_options(trained, overrides: Optional[dict] = None):
+    """The :class:`~driple.inspector.train.TrainOptions` recorded in a checkpoint, ``overrides``
+    (e.g. ``{"epochs": 5}``) applied."""
+    known = {k: v for k, v in (trained.info.get("training") or {}).items()
+             if k in TrainOptions.__dataclass_fields__}
+    unknown = sorted(set(overrides or {}) - set(TrainOptions.__dataclass_fields__))
+    if unknown:
+        raise DripleError(f"unknown training option(s) {', '.join(unknown)}")
+    return TrainOptions(**{**known, **(overrides or {})})
+
+
 def retrain_config(predictor: TrainedInspector) -> tuple:
     """``(InspectorConfig, TrainOptions)`` that train a fresh inspector like ``predictor`` (a
     leave-family-out fold of a checkpoint): its recorded configuration and options; a checkpoint

@@ -31,7 +31,8 @@ from driple.inspector.graph_inputs import GraphInputs, stack_graph_features, sta
 from driple.inspector.model import Inspector, build_model
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
-from driple.inspector.train import TrainOptions, feature_names_for, fit, recorded_host, score_split
+from driple.inspector.train import (TrainOptions, feature_names_for, fit, recorded_host, recorded_options,
+                                    score_split)
 
 SCHEMES = ("paper", "mlp", "scratch")
 
@@ -132,8 +133,6 @@ def finetune_options(source, overrides: dict | None = None) -> TrainOptions:
     """The source's recorded training options with ``overrides``, but no moving average of the
     weights unless asked (``ema`` is a decay per optimizer step: a few target jobs make one step
     per epoch, and an average of 0.995 would hardly leave its start before early stopping)."""
-    from driple.inspector.estimators import recorded_options
-
     return recorded_options(source, {"ema": 0.0, **(overrides or {})})
 
 
