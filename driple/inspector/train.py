@@ -54,6 +54,10 @@ class TrainOptions:
     seed: int = 0
     ema: float = 0.0
 
+    def __post_init__(self):
+        if not 0.0 <= self.ema < 1.0:
+            raise DripleError(f"ema must be in [0, 1) (a decay per optimizer step; 0 is off), not {self.ema}")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -125,8 +129,6 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
         def epoch_batches():
             return train_loader
     optimizer = torch.optim.Adam(params, lr=options.lr, weight_decay=options.weight_decay)
-    if not 0.0 <= options.ema < 1.0:
-        raise DripleError(f"ema must be in [0, 1) (a decay per step; 0 is off), not {options.ema}")
     averaged = None
     if options.ema:
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
