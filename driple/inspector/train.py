@@ -95,8 +95,8 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence,
 
     Only parameters with ``requires_grad`` are optimised (fine-tuning freezes the rest). The
     weights (or their average, ``options.ema``) of the epoch with the lowest validation loss are
-    restored at the end. History:
-    ``train_loss``, ``val_loss`` (per epoch), ``best_epoch``, ``best_val_loss``, ``seconds``.
+    restored at the end. History: ``train_loss``, ``val_loss`` (per epoch), ``best_epoch``,
+    ``best_val_loss``, ``seconds``.
 
     An :class:`Inspector` gets its batches as :class:`GraphBatch` (no PyG collation; the
     validation batches are stacked once); other modules (the cached tails of fine-tuning) get
