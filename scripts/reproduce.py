@@ -417,9 +417,9 @@ def section_transfer(ctx: Context) -> None:
     from transfer_study import run_study, summarize
 
     from driple.inspector.estimators import GNNEstimator
-    from driple.inspector.train import recorded_options
     from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split
+    from driple.inspector.train import recorded_options
     from driple.inspector.transfer import finetune_options
 
     a = ctx.args
@@ -449,9 +449,8 @@ def section_transfer(ctx: Context) -> None:
 def section_design(ctx: Context) -> None:
     from dataclasses import replace
 
-    from driple.inspector.train import recorded_options
     from driple.inspector.splits import random_split
-    from driple.inspector.train import retrain_config, train_inspector
+    from driple.inspector.train import recorded_options, retrain_config, train_inspector
 
     a = ctx.args
     source_name = ctx.source_setting()

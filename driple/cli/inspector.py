@@ -227,14 +227,14 @@ def training_choices(args: argparse.Namespace) -> tuple:
     """``(InspectorConfig, TrainOptions)`` that ``driple train`` options ask for: the paper's
     GNN scales targets by their maximum unless told otherwise; the hybrid and features-only
     networks predict residuals over the priors, in log space."""
-    from driple.inspector.train import HYBRID_EMA, InspectorConfig, TrainOptions
+    from driple.inspector.train import InspectorConfig, TrainOptions, preset
 
     if args.repeats < 1:
         raise DripleError(f"--repeats must be at least 1, not {args.repeats}")
     gnn = args.configuration == "gnn"
     residual = (not gnn) if args.residual is None else args.residual
     scaling = args.target_scaling or ("ln" if residual or not gnn else "max")
-    ema = args.ema if args.ema is not None else (HYBRID_EMA if args.configuration == "hybrid" else 0.0)
+    ema = preset(args.configuration)[1].ema if args.ema is None else args.ema  # the preset's average
     options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            patience=args.patience, batch_size=args.batch_size,
                            target_scaling=scaling, seed=args.seed, ema=ema)
