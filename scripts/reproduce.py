@@ -457,6 +457,7 @@ def section_design(ctx: Context) -> None:
     shipped = ctx.inspector(source_name)
     options = recorded_options(shipped, ctx.overrides())
     config, _ = retrain_config(shipped)  # the shipped network (paper GNN, hybrid, ...), varied below
+    config = replace(config, networks=1)  # the design choices are one network's (rows comparable across runs)
     builder = shipped.build_options()
     grouping, scaling = builder.get("grouping", "uniform"), options.target_scaling
     rows = (ctx.load("design") or {}).get("rows", []) if a.keep else []

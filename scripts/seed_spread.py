@@ -6,7 +6,8 @@ retrained per fold with several seeds, each seed alone and their ensemble, besid
     python scripts/seed_spread.py --families resnet vgg --seeds 0 1   # a smoke run
 
 The folds are ``driple evaluate --split family``'s (seed 0: the same validation and calibration
-jobs in every fold); seed ``s`` changes only the network's initialisation and shuffling. Each
+jobs in every fold); seed ``s`` changes only the network's initialisation and shuffling, and each
+seed is one network (a checkpoint averaging several is retrained one network per seed). Each
 seed's network gets the checkpoint's roofline joined as ``evaluate`` does (modes chosen on the
 fold's validation jobs); the ensemble is the geometric mean of the seeds' networks, joined the
 same way. Prints, per estimator, the median and mean per-target MAPE over all held-out jobs, the
@@ -33,11 +34,14 @@ def run(inspector, dataset, seeds, families=None) -> dict:
     from driple.inspector.splits import make_splits
     from driple.inspector.train import recorded_options
 
+    from driple.inspector.train import retrain_config
+
     options, host, cache = recorded_options(inspector), inspector.roofline.host, {}
+    one = replace(retrain_config(inspector)[0], networks=1)  # a seed's column is one network
 
     def network(seed):
-        return GNNEstimator.from_checkpoint(inspector, options=replace(options, seed=seed), cache=cache,
-                                            name=f"seed {seed}")
+        return GNNEstimator(options=replace(options, seed=seed), config=one, host=host, cache=cache,
+                            name=f"seed {seed}")
 
     factories = {f"seed {s}": (lambda fold, s=s: WithRoofline(network(s), host=host, name=f"seed {s}"))
                  for s in seeds}

@@ -65,6 +65,8 @@ def main(argv=None) -> int:
     p.add_argument("--ema", type=float, default=None, metavar="DECAY",
                    help="moving average of the weights kept (default: the preset's; 0.995 for "
                    "hybrid, 0 for the others)")
+    p.add_argument("--networks", type=int, default=None, metavar="N",
+                   help="networks trained alone and averaged (default: the preset's)")
     p.add_argument("--target-scaling", default=None,
                    help="default: the preset's (max for gnn, ln for the others)")
     p.add_argument("--model", default="gnn",
@@ -244,7 +246,7 @@ def _train_one(job):
 
     from driple.inspector.train import preset
 
-    root, builder, (name, graph_attr), hidden, repeats, options, ema, threads, labels = job
+    root, builder, (name, graph_attr), hidden, repeats, options, ema, networks, threads, labels = job
     from driple.metrics import use_labels
 
     use_labels(labels)  # a spawned worker starts from the declared labels, not the live ones
@@ -252,6 +254,8 @@ def _train_one(job):
     ds = InspectorDataset(root, **builder, progress=False)
     split = random_split(ds, seed=options.seed)
     config, defaults = preset(name, hidden_channels=hidden, num_repeats=repeats, graph_attr=graph_attr)
+    if networks is not None:
+        config = replace(config, networks=networks)
     if options.target_scaling == "max" and defaults.target_scaling != "max":
         options = replace(options, target_scaling=defaults.target_scaling)  # the preset's scaling
     options = replace(options, ema=defaults.ema if ema is None else ema)
@@ -267,7 +271,8 @@ def _train_variants(args, root, variants, options):
     from driple.metrics import label_version
 
     builder = {"groups": args.groups, "grouping": args.grouping}
-    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.ema, args.threads, label_version())
+    jobs = [(root, builder, v, args.hidden, args.repeats, options, args.ema, args.networks, args.threads,
+             label_version())
             for v in variants]
     if len(jobs) == 1:
         states = [_train_one(jobs[0])]

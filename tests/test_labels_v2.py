@@ -122,6 +122,7 @@ def test_a_v2_checkpoint_end_to_end(registry, v1_models_root, monkeypatch, label
     out = json.loads(capsys.readouterr().out)
     assert out["throughput"]["samples_per_s"] == pytest.approx(8 / out["metrics"]["step_time"])
     assert out["inspector"]["configuration"] == "hybrid" and out["inspector"]["labels"] == "v2"
+    assert out["inspector"]["networks"] == preset("hybrid")[0].networks  # the preset's average
     assert main(["predict", "mlp", "--set", "hidden=32", "--batch-size", "4", "--setting", path]) == 0
     assert "throughput" in capsys.readouterr().out
 

@@ -43,6 +43,9 @@ def _training_args(p: argparse.ArgumentParser) -> None:
                    help="keep an exponential moving average of the weights (decay per optimizer "
                    "step, in [0, 1); 0: off) and validate and keep the average, not the weights "
                    "(default: 0.995 for --model hybrid, chosen on held-back jobs; 0 otherwise)")
+    p.add_argument("--networks", type=int, default=None, metavar="N",
+                   help="train N networks alone (seeds --seed, --seed + 1, ...) and average them "
+                   "(default: the --model's preset, chosen on held-back jobs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, initialisation and shuffling")
 
 
@@ -234,13 +237,15 @@ def training_choices(args: argparse.Namespace) -> tuple:
     gnn = args.configuration == "gnn"
     residual = (not gnn) if args.residual is None else args.residual
     scaling = args.target_scaling or ("ln" if residual or not gnn else "max")
-    ema = preset(args.configuration)[1].ema if args.ema is None else args.ema  # the preset's average
+    defaults = preset(args.configuration)
+    ema = defaults[1].ema if args.ema is None else args.ema  # the preset's average
+    networks = defaults[0].networks if args.networks is None else args.networks
     options = TrainOptions(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            patience=args.patience, batch_size=args.batch_size,
                            target_scaling=scaling, seed=args.seed, ema=ema)
     config = InspectorConfig(kind=args.configuration, hidden_channels=args.hidden,
                              num_repeats=args.repeats, dropout=args.dropout, residual=residual,
-                             graph_attr=bool(args.graph_attr and gnn))
+                             graph_attr=bool(args.graph_attr and gnn), networks=networks)
     return config, options
 
 

@@ -124,6 +124,13 @@ class TrainedInspector:
                 + ("+roofline" if self.roofline is not None else ""))
 
     @property
+    def networks(self) -> int:
+        """How many networks are averaged (:class:`~driple.inspector.model.NetworkEnsemble`)."""
+        from driple.inspector.model import members_of
+
+        return len(members_of(self.model))
+
+    @property
     def residual(self) -> bool:
         """Whether the model predicts ``ln(target / prior)`` (see ``target_priors``)."""
         return self.target_priors is not None

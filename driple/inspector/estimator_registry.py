@@ -61,13 +61,15 @@ def _builtin() -> dict[str, Factory]:
 
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
-            """An inspector configuration of :func:`~driple.inspector.train.preset`; given
-            ``options`` keep the preset's target scaling (the priors need log targets)."""
+            """An inspector configuration of :func:`~driple.inspector.train.preset`, one network
+            (the configurations are compared network against network; the ``inspector`` column
+            retrains the checkpoint, as many networks as it averages); given ``options`` keep the
+            preset's target scaling (the priors need log targets)."""
             from dataclasses import replace
 
             from driple.inspector.train import preset
 
-            config, own = preset(preset_name, epochs=150, patience=20)
+            config, own = preset(preset_name, epochs=150, patience=20, networks=1)
             options = replace(options, target_scaling=own.target_scaling) if options else own
             return GNNEstimator(options=replace(options, seed=seed), progress=progress, cache=cache,
                                 name=preset_name, config=config)

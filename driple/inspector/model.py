@@ -661,13 +661,84 @@ class FeatureMLP(torch.nn.Module):
                 f'hidden_channels={self.hidden_channels}, num_layers={self.num_layers})')
 
 
-MODEL_KINDS = {"inspector": Inspector, "features": FeatureMLP}
+class NetworkEnsemble(torch.nn.Module):
+    r"""Networks of one configuration, trained alone with different seeds, whose scaled outputs
+    are averaged: with log targets (the ``ln`` scaling) that is the geometric mean of their
+    predictions. Why: trained on ~150 jobs, one network's error on unseen families moves by
+    a few points with its seed alone (``scripts/seed_spread.py``); the average does not
+    depend on one draw.
+
+    Same interface as its members (``forward``, ``forward_batch``, ``head``, ``config`` and
+    their sizes), so checkpoints and prediction treat it as one network; training and
+    fine-tuning train each member on its own (:func:`members_of`).
+
+    Args:
+        members (Sequence[torch.nn.Module]): At least two networks of the same configuration
+            (:class:`Inspector` or :class:`FeatureMLP`).
+    """
+
+    def __init__(self, members: Sequence[torch.nn.Module]):
+        super().__init__()
+        members = list(members)
+        if len(members) < 2:
+            raise ValueError("an ensemble needs at least two networks")
+        shape = {k: v for k, v in members[0].config().items() if k != "tuned_from"}
+        for m in members[1:]:
+            if {k: v for k, v in m.config().items() if k != "tuned_from"} != shape:
+                raise ValueError("the networks of an ensemble must have the same configuration")
+        self.members = torch.nn.ModuleList(members)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name in ("in_channels", "hidden_channels", "out_channels", "graph_channels",
+                        "num_repeats", "set2set_steps", "dropout", "num_layers", "reads_graph"):
+                return getattr(self._modules["members"][0], name)
+            raise
+
+    def reset_parameters(self):
+        r"""Resets every member's parameters."""
+        for m in self.members:
+            m.reset_parameters()
+
+    def config(self) -> dict:
+        r"""``kind="ensemble"`` and each member's config."""
+        return dict(kind="ensemble", members=[m.config() for m in self.members])
+
+    def _mean(self, outputs) -> Tensor:
+        return torch.stack(list(outputs)).mean(0)
+
+    def forward(self, *args, **kwargs) -> Tensor:
+        return self._mean(m(*args, **kwargs) for m in self.members)
+
+    def forward_batch(self, data: 'GraphBatch') -> Tensor:
+        return self._mean(m.forward_batch(data) for m in self.members)
+
+    def head(self, z: Optional[Tensor], graph_attr: Optional[Tensor] = None) -> Tensor:
+        return self._mean(m.head(z, graph_attr) for m in self.members)
+
+    def __repr__(self) -> str:
+        return f'{self.__class__.__name__}({len(self.members)} x {self.members[0]!r})'
+
+
+def members_of(model: torch.nn.Module) -> list:
+    r"""The networks trained one by one: an ensemble's members, or ``[model]``."""
+    return list(model.members) if isinstance(model, NetworkEnsemble) else [model]
+
+
+def _build_ensemble(members: Sequence[dict]) -> NetworkEnsemble:
+    return NetworkEnsemble([build_model(c) for c in members])
+
+
+MODEL_KINDS = {"inspector": Inspector, "features": FeatureMLP, "ensemble": _build_ensemble}
 
 
 def build_model(config: dict) -> torch.nn.Module:
     r"""The network a checkpoint's ``config`` describes: :class:`Inspector` (``kind`` absent or
-    ``"inspector"``: the paper's GNN, or the hybrid with ``graph_channels > 0``) or
-    :class:`FeatureMLP` (``kind="features"``)."""
+    ``"inspector"``: the paper's GNN, or the hybrid with ``graph_channels > 0``),
+    :class:`FeatureMLP` (``kind="features"``) or :class:`NetworkEnsemble` (``kind="ensemble"``,
+    ``members``: their configs)."""
     config = dict(config)
     kind = config.pop("kind", "inspector")
     if kind not in MODEL_KINDS:

@@ -25,7 +25,7 @@ from driple.errors import DripleError
 from driple.graph.summary_features import BASE_FEATURES
 from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.graph_inputs import DEFAULT_PRIORS, stack_targets
-from driple.inspector.model import (FeatureMLP, GraphBatch, Inspector, flush_denormals,
+from driple.inspector.model import (FeatureMLP, GraphBatch, Inspector, NetworkEnsemble, flush_denormals,
                                     release_workspaces, run_batch)
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.scores import score_table
@@ -216,6 +216,9 @@ class InspectorConfig:
         residual: Predict every target that declares a prior (:mod:`driple.metrics`) as that
             prior times ``exp(output)`` (log space; needs ``target_scaling="ln"``).
         graph_attr: ``"gnn"`` only: feed the 6 legacy graph attributes to the head.
+        networks: How many networks to train, each alone (seeds ``seed``, ``seed + 1``, ...; the
+            same jobs and scalers), their scaled outputs averaged
+            (:class:`~driple.inspector.model.NetworkEnsemble`); 1: one network.
     """
 
     kind: str = "hybrid"
@@ -227,6 +230,7 @@ class InspectorConfig:
     priors: tuple = DEFAULT_PRIORS
     residual: bool = True
     graph_attr: bool = False
+    networks: int = 1
 
     def __post_init__(self):
         if self.kind not in CONFIGURATIONS:
@@ -237,6 +241,8 @@ class InspectorConfig:
             raise DripleError("a features-only inspector needs graph-level features or priors")
         if self.graph_attr and self.kind != "gnn":
             raise DripleError("graph_attr (the legacy graph attributes) applies to kind 'gnn' only")
+        if not isinstance(self.networks, int) or self.networks < 1:
+            raise DripleError(f"networks must be a whole number >= 1, not {self.networks!r}")
 
     @property
     def graph_inputs(self) -> tuple:
@@ -257,6 +263,14 @@ class InspectorConfig:
 #: 0.203), mean MAPE equal (13.7 vs 13.6 %).
 HYBRID_EMA = 0.995
 
+#: How many networks the hybrid averages (``InspectorConfig.networks``), chosen on the same
+#: calibration jobs (session 29, ``scripts/choose_networks.py``: 6 seeds, every run of k
+#: consecutive seeds): median per-target MAPE 10.9 % for one network (10.3-12.1 % by seed),
+#: 10.5 % for two (9.8-11.0 %), 10.3 % for three (9.9-10.6 %); mean MAPE and NRMSE about equal.
+#: Two, not three: three networks predict 412 graphs/s batched on one core, under the 500 that
+#: ``scripts/bench_predict.py`` holds to (two: 597; one: 1140; same run).
+HYBRID_NETWORKS = 2
+
 
 def preset(name: str, **overrides) -> tuple:
     """``(InspectorConfig, TrainOptions)`` of a named configuration of the ablation:
@@ -264,7 +278,7 @@ def preset(name: str, **overrides) -> tuple:
     - ``"gnn"``: the paper's inspector, targets divided by their training maximum;
     - ``"gnn-ln"``: the same network, log targets (isolates what the scaling does);
     - ``"hybrid"``: graph + graph-level features and priors, residuals over the priors, log targets,
-      the weights' moving average kept (:data:`HYBRID_EMA`);
+      the weights' moving average kept (:data:`HYBRID_EMA`), :data:`HYBRID_NETWORKS` networks averaged;
     - ``"hybrid-plain"``: the hybrid without residuals (log targets);
     - ``"features"``: graph-level features and priors alone, residuals, log targets.
 
@@ -273,7 +287,8 @@ def preset(name: str, **overrides) -> tuple:
     table = {
         "gnn": (dict(kind="gnn", residual=False), dict(target_scaling="max")),
         "gnn-ln": (dict(kind="gnn", residual=False), dict(target_scaling="ln")),
-        "hybrid": (dict(kind="hybrid", residual=True), dict(target_scaling="ln", ema=HYBRID_EMA)),
+        "hybrid": (dict(kind="hybrid", residual=True, networks=HYBRID_NETWORKS),
+                   dict(target_scaling="ln", ema=HYBRID_EMA)),
         "hybrid-plain": (dict(kind="hybrid", residual=False), dict(target_scaling="ln")),
         "features": (dict(kind="features", residual=True), dict(target_scaling="ln")),
     }
@@ -456,22 +471,34 @@ def train_inspector(
 
         prior = graph_inputs.target_priors(stack_graph_features(train_list), target_priors)
     target_scaler = TargetScaler(options.target_scaling).fit(y, prior)
-    torch.manual_seed(options.seed)
-    if config.kind == "features":
-        model = FeatureMLP(len(graph_inputs), hidden_channels=config.hidden_channels,
-                           out_channels=len(names), dropout=config.dropout)
-    else:
+
+    def network(seed):
+        torch.manual_seed(seed)
+        if config.kind == "features":
+            return FeatureMLP(len(graph_inputs), hidden_channels=config.hidden_channels,
+                              out_channels=len(names), dropout=config.dropout)
         channels = len(graph_inputs) if config.kind == "hybrid" else (
             train_list[0].graph_attr.numel() if config.graph_attr else 0)
-        model = Inspector(len(features), hidden_channels=config.hidden_channels,
-                          num_repeats=config.num_repeats, out_channels=len(names),
-                          set2set_steps=config.set2set_steps, dropout=config.dropout,
-                          graph_channels=channels)
-    predictor = TrainedInspector(model, feature_scaler, target_scaler, info, targets=names,
+        return Inspector(len(features), hidden_channels=config.hidden_channels,
+                         num_repeats=config.num_repeats, out_channels=len(names),
+                         set2set_steps=config.set2set_steps, dropout=config.dropout,
+                         graph_channels=channels)
+
+    networks = [network(options.seed)]
+    predictor = TrainedInspector(networks[0], feature_scaler, target_scaler, info, targets=names,
                                  graph_inputs=graph_inputs if config.kind != "gnn" or config.residual else None,
                                  target_priors=target_priors)
-    history = fit(model, predictor.prepare(train_list), predictor.prepare(val_list or train_list),
-                  options, progress)
+    train_data, val_data = predictor.prepare(train_list), predictor.prepare(val_list or train_list)
+    histories = [fit(networks[0], train_data, val_data, options, progress)]
+    for i in range(1, config.networks):  # each alone: its own seed, the same jobs and scalers
+        seed = options.seed + i
+        networks.append(network(seed))
+        histories.append(fit(networks[-1], train_data, val_data, replace(options, seed=seed), progress,
+                             desc=f"training network {i + 1} of {config.networks}"))
+    if len(networks) > 1:
+        predictor.model = NetworkEnsemble(networks)
+    history = histories[0] if len(histories) == 1 else {
+        **histories[0], "seconds": sum(h["seconds"] for h in histories), "networks": histories}
     scores = {part: score_jobs(predictor, jobs) for part, jobs in (("val", val_list), ("test", test_list))
               if jobs}
     predictor.info.update(

@@ -28,7 +28,7 @@ import torch
 from driple.errors import DripleError
 from driple.inspector.checkpoint import TrainedInspector
 from driple.inspector.graph_inputs import GraphInputs, stack_graph_features, stack_targets
-from driple.inspector.model import Inspector, build_model
+from driple.inspector.model import Inspector, NetworkEnsemble, build_model, members_of
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
 from driple.inspector.train import (TrainOptions, feature_names_for, fit, recorded_host, recorded_options,
@@ -38,9 +38,14 @@ SCHEMES = ("paper", "mlp", "scratch")
 
 
 def freeze_for_transfer(model: Inspector, scheme: str = "paper") -> Inspector:
-    """Set ``requires_grad`` for ``scheme`` (in place; ``"paper"`` first adds φr'); returns it."""
+    """Set ``requires_grad`` for ``scheme`` (in place; ``"paper"`` first adds φr'; an ensemble:
+    in each member); returns it."""
     if scheme not in SCHEMES:
         raise DripleError(f"unknown transfer scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+    if isinstance(model, NetworkEnsemble):
+        for member in model.members:
+            freeze_for_transfer(member, scheme)
+        return model
     if scheme == "scratch":
         model.reset_parameters()
         model.requires_grad_(True)
@@ -180,8 +185,7 @@ def finetune(
         names = feature_names_for(dataset.feature_set, train[0].x.size(1))
         feature_scaler = FeatureScaler(names).fit(train)
         torch.manual_seed(options.seed)
-        config = model.config()
-        model = build_model({**config, "tuned_from": None} if "tuned_from" in config else config)
+        model = build_model(_untuned(model.config()))
         if graph_inputs is not None:
             graph_inputs = GraphInputs(graph_inputs.features, graph_inputs.priors, dataset.setting,
                                        graph_inputs.host).fit(stack_graph_features(train))
@@ -202,11 +206,17 @@ def finetune(
                                  graph_inputs=graph_inputs, target_priors=source.target_priors)
 
     start = time.perf_counter()
-    train_data, val_data, trained = predictor.prepare(train), predictor.prepare(val), model
-    if cache and scheme != "scratch" and reads_graph:
-        trained, train_data = cache_frozen(model, train_data, scheme)
-        _, val_data = cache_frozen(model, val_data, scheme)
-    history = fit(trained, train_data, val_data, options, progress, desc=f"fine-tuning ({scheme})")
+    train_data, val_data = predictor.prepare(train), predictor.prepare(val)
+    networks, histories = members_of(model), []
+    for i, network in enumerate(networks):  # an ensemble's members each on their own, as trained
+        trained, network_train, network_val = network, train_data, val_data
+        if cache and scheme != "scratch" and reads_graph:
+            trained, network_train = cache_frozen(network, train_data, scheme)
+            _, network_val = cache_frozen(network, val_data, scheme)
+        which = f", network {i + 1} of {len(networks)}" if len(networks) > 1 else ""
+        histories.append(fit(trained, network_train, network_val, replace(options, seed=options.seed + i),
+                             progress, desc=f"fine-tuning ({scheme}{which})"))
+    history = histories[0] if len(histories) == 1 else {**histories[0], "networks": histories}
     seconds = time.perf_counter() - start
     model.requires_grad_(True)  # a loaded checkpoint is fully trainable; freezing is per run
     predictor.info.update(
@@ -219,6 +229,13 @@ def finetune(
         scores=score_split(predictor, dataset, part),
     )
     return predictor
+
+
+def _untuned(config: dict) -> dict:
+    """A network's (or an ensemble's) config without the transfer split φr'."""
+    if config.get("kind") == "ensemble":
+        return {**config, "members": [_untuned(c) for c in config["members"]]}
+    return {**config, "tuned_from": None} if "tuned_from" in config else config
 
 
 def _trainable_during(model: Inspector, scheme: str) -> int:

@@ -203,7 +203,7 @@ class Predictor:
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,
-                "residual": self.inspector.residual, "labels": self.inspector.labels,
+                "networks": self.inspector.networks, "residual": self.inspector.residual, "labels": self.inspector.labels,
                 "host": None if host is None else host.to_dict()}
 
 

@@ -97,7 +97,10 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
     split = info.get("split", {})
     training = info.get("training", {})
     history = info.get("history", {})
-    config = inspector.model.config()
+    from driple.inspector.model import members_of
+
+    networks = members_of(inspector.model)
+    config = networks[0].config()
     cov = info.get("interval_coverage", {})
     test = (info.get("scores") or {}).get("test", {})
     lines = [
@@ -118,12 +121,14 @@ def model_card(inspector, setting: str, description: str, trained: str, command:
     lines += [
         "", "## Training",
         f"- {trained}",
-        f"- model: {_model_words(inspector, config)}",
+        f"- model: {_model_words(inspector, config)}"
+        + (f"; {len(networks)} such networks, each trained alone (seeds {training.get('seed', 0)} to "
+           f"{training.get('seed', 0) + len(networks) - 1}), their predictions averaged (geometric mean)"
+           if len(networks) > 1 else ""),
         f"- builder: {json.dumps(info.get('builder', {}))}, feature set `{info.get('feature_set')}`, "
         f"op vocabulary {info.get('vocab_digest')}",
         f"- options: {json.dumps({k: training[k] for k in sorted(training)})}",
-        f"- {history.get('epochs', '?')} epochs (best {history.get('best_epoch', '?')}) in "
-        f"{history.get('seconds', 0):.0f} s",
+        f"- {_epochs_words(history)} in {history.get('seconds', 0):.0f} s",
         *selection_lines(info),
         "", "## Scores on the test jobs", "",
         "| metric | unit | NRMSE | MAPE | interval coverage |", "|---|---|---|---|---|",
@@ -160,6 +165,13 @@ def selection_lines(info: dict) -> list:
     whose = f"the source's configuration, chosen on {source}'s" if source else "chosen on the"
     return [f"- {whose} validation jobs only ({selection.get('by', '?')}): "
             f"**{selection.get('chosen', '?')}** among {scores}"]
+
+
+def _epochs_words(history: dict) -> str:
+    """"120 epochs (best 118)", per network for an ensemble."""
+    runs = history.get("networks") or [history]
+    words = ", ".join(f"{h.get('epochs', '?')} (best {h.get('best_epoch', '?')})" for h in runs)
+    return f"epochs per network: {words}" if len(runs) > 1 else words.replace(" (", " epochs (", 1)
 
 
 def _model_words(inspector, config: dict) -> str:

@@ -133,7 +133,7 @@ def test_an_inspector_with_a_roofline_keeps_it_in_its_checkpoint(dataset, tmp_pa
     from driple.inspector.train import preset, train_inspector
 
     split = random_split(dataset)
-    config, options = preset("hybrid", hidden_channels=8, num_repeats=2, epochs=3, patience=3)
+    config, options = preset("hybrid", hidden_channels=8, num_repeats=2, epochs=3, patience=3, networks=1)
     host = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
     model = train_inspector(dataset[split.train], dataset[split.val], options, config, host=host,
                             progress=False)
