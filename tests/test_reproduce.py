@@ -258,6 +258,22 @@ def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
 
 
 
+def test_coverage_other_families_calibrates_each_fold_on_the_others(reproduce):
+    """Three folds: residuals (measured / predicted) of 1.0 in two folds and 2.0 in the third.
+    Calibrated on the other two folds, fold 3's intervals (the log ratio 0 only) miss all its
+    jobs; folds 1 and 2 (calibrated on ratios {1, 2}) cover theirs. Fewer than 3 folds: none."""
+    import numpy as np
+
+    def fold(ratio, n=10):
+        measured = np.full((n, 1), 2.0)
+        return {"measured": measured, "predictions": {"a": measured / ratio}}
+
+    report = {"targets": ["x"], "estimators": ["a"], "folds": [fold(1.0), fold(1.0), fold(2.0)]}
+    cov = reproduce._coverage_other_families(report, 0.9)
+    assert cov["a"]["x"] == 20 / 30 and cov["a"]["mean"] == 20 / 30 and cov["a"]["nominal"] == 0.9
+    assert reproduce._coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
+
+
 def test_standing_table_states_each_bar_from_the_scores(reproduce):
     """Issue #15's bars by hand: inspector median MAPE 10 % vs hgb's 20 % (50 % lower), step time
     9 % (bar 10 %: met) on held-out families; out of zoo 16 % (bar 15 %: missed); a label over 2x
@@ -272,12 +288,17 @@ def test_standing_table_states_each_bar_from_the_scores(reproduce):
                                          "tx_idle_duration": {"floor": 4.0, "ratio": 2.5, "within": False}}},
                 "coverage": {"inspector": {"mean": 0.875}}}
 
-    lines = reproduce._report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}},
+    family = {**rep(9.0, 11.0, 18.0, 22.0), "coverage_other_families": {"inspector": {"mean": 0.9}}}
+    lines = reproduce._report_standing({"settings": {"s": {"family": family}}},
                                        {**rep(16.0, 20.0, 30.0, 30.0), "setting": "s"})
     table = [line for line in lines if line.startswith("| s,") or line.startswith("| out of zoo")]
     assert table[0].split(" | ")[1:7] == ["7", "10.0%", "20.0% (hgb)", "50%", "9.0% ✓ (bar 10%)", "8.0%"]
-    assert table[0].endswith("| 5.0% | 87.5% | tx_idle_duration |")
+    assert table[0].endswith("| 5.0% | 87.5% | 90.0% | tx_idle_duration |")
+    assert table[1].endswith("| 87.5% | - | tx_idle_duration |")  # out of zoo: no folds to calibrate on
     assert "16.0% (bar 15%)" in table[1] and "✓" not in table[1]
+    plain = reproduce._report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}}, None)
+    assert [line for line in plain if line.startswith("| s,")][0].endswith("| 5.0% | 87.5% | tx_idle_duration |")
+    assert not any("calibrated on unseen families" in line for line in plain)  # a run without them
     assert "| s, held-out families | 10.0% | 20.0% | 19.0% |" in lines  # median per estimator
     assert reproduce._report_standing(None, None) == []
 
