@@ -338,6 +338,37 @@ def _coverage_other_families(report: dict, nominal: float) -> dict:
     return out
 
 
+def _held_out_intervals(report: dict, name: str, nominal: float) -> dict | None:
+    """``name``'s intervals calibrated on every fold's held-out residuals (plain dict; None when
+    a target has too few): what the out-of-zoo set is checked against in the report."""
+    from driple.errors import DripleError
+    from driple.predict.intervals import ConformalIntervals
+
+    folds = report["folds"]
+    try:
+        return ConformalIntervals(coverage=nominal, names=report["targets"]).fit(
+            np.concatenate([f["measured"] for f in folds]),
+            np.clip(np.concatenate([f["predictions"][name] for f in folds]), 0, None)).to_dict()
+    except (DripleError, KeyError, ValueError):
+        return None
+
+
+def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
+    """Mean coverage on the out-of-zoo jobs of the source inspector's intervals calibrated on its
+    held-out families (accuracy section, ``family_intervals``); None without either."""
+    from driple.predict.intervals import ConformalIntervals, coverage
+
+    setting = ooz.get("setting")
+    record = ((((acc or {}).get("settings") or {}).get(setting) or {}).get("family") or {}).get("family_intervals")
+    held = ooz.get("inspector_predictions")
+    if not record or not held:
+        return None
+    ints = ConformalIntervals.from_dict(record)
+    low, high = ints.interval(np.clip(np.asarray(held["predicted"], dtype=float), 0, None))
+    measured = np.asarray([[np.nan if v is None else v for v in row] for row in held["measured"]], dtype=float)
+    return coverage(measured, low, high, names=list(ints.names))["mean"]
+
+
 #: The arguments this run was given (``main``'s ``argv``, else the command line's).
 _ARGV: list[str] | None = None
 
@@ -378,9 +409,10 @@ def section_accuracy(ctx: Context) -> None:
                               retrain_source=bool(transfer) and not a.no_retrain_source,
                               floor=floor, cache=ctx.cache, retrain=True)
             entry[split] = {**to_json(report), "coverage": _coverage(report, a.coverage),
-                            "coverage_other_families": _coverage_other_families(report, a.coverage)
-                            if split == "family" else {},
                             "seconds": time.perf_counter() - t0}
+            if split == "family":
+                entry[split].update(coverage_other_families=_coverage_other_families(report, a.coverage),
+                                    family_intervals=_held_out_intervals(report, "inspector", a.coverage))
             _say(format_report(report))
             _say(f"accuracy {setting} {split}: {time.perf_counter() - t0:.0f} s\n")
         out[setting] = entry
@@ -421,8 +453,11 @@ def section_outofzoo(ctx: Context) -> None:
     report = evaluate(inspector, ds, baselines=_estimators_for(a.estimators, ds),
                       progress=not a.quiet, overrides=ctx.overrides(), cache=ctx.cache, external=external)
     _say(format_report(report))
+    fold = report["folds"][0]
+    held = {"measured": to_json(fold["measured"]), "predicted": to_json(fold["predictions"]["inspector"])}
     ctx.save("outofzoo", {"setting": setting, "out_of_zoo": root, "jobs": len(external),
                           **to_json(report), "coverage": _coverage(report, a.coverage),
+                          "inspector_predictions": held,
                           "seconds": time.perf_counter() - t0,
                           "command_of_a_row": f"driple evaluate <models>/{setting} --external {a.out_of_zoo}"})
 
@@ -772,6 +807,9 @@ def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
     sets = [(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
             for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
     if ooz and ooz.get("scores"):
+        other = _outofzoo_other_families(acc, ooz)
+        if other is not None:
+            ooz = {**ooz, "coverage_other_families": {"inspector": {"mean": other}}}
         sets.append((f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz, BAR_STEP_OUTOFZOO))
     if not sets:
         return []

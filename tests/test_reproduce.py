@@ -274,6 +274,22 @@ def test_coverage_other_families_calibrates_each_fold_on_the_others(reproduce):
     assert reproduce._coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
 
 
+def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
+    """The source's intervals calibrated on its held-out folds (ratios measured / predicted of 1
+    and 2) cover an out-of-zoo job at ratio 1.5 and miss one at 3; the row shows 50 %."""
+    import numpy as np
+
+    measured = np.full((20, 1), 2.0)
+    predicted = np.concatenate([measured[:10], measured[10:] / 2])
+    report = {"targets": ["x"], "folds": [{"measured": measured, "predictions": {"inspector": predicted}}]}
+    record = reproduce._held_out_intervals(report, "inspector", 0.9)
+    acc = {"settings": {"s": {"family": {"family_intervals": record}}}}
+    ooz = {"setting": "s", "inspector_predictions": {"measured": [[3.0], [3.0]], "predicted": [[2.0], [1.0]]}}
+    assert reproduce._outofzoo_other_families(acc, ooz) == 0.5
+    assert reproduce._outofzoo_other_families(None, ooz) is None
+    assert reproduce._outofzoo_other_families(acc, {"setting": "s"}) is None
+
+
 def test_standing_table_states_each_bar_from_the_scores(reproduce):
     """Issue #15's bars by hand: inspector median MAPE 10 % vs hgb's 20 % (50 % lower), step time
     9 % (bar 10 %: met) on held-out families; out of zoo 16 % (bar 15 %: missed); a label over 2x
