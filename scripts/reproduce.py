@@ -267,36 +267,49 @@ def _same_grid_elsewhere(ctx: Context, setting: str) -> str | None:
     return None
 
 
+def _pooled_coverage(names, nominal: float, runs) -> dict:
+    """Coverage per target pooled over ``runs`` of ``(calibration measured, calibration
+    predicted, test measured, test predicted)``: conformal intervals fitted on each run's
+    calibration part, checked on its test part. A target never predicted (the analytic
+    estimator's, NaN) gets None, not 0."""
+    from driple.predict.intervals import ConformalIntervals
+
+    inside, total, predicted = [], [], []
+    for cal_y, cal_p, y, p in runs:
+        ints = ConformalIntervals(coverage=nominal, names=names).fit(cal_y, np.clip(cal_p, 0, None))
+        low, high = ints.interval(np.clip(p, 0, None))
+        ok = np.isfinite(y)
+        inside.append(np.where(ok, (y >= low) & (y <= high), False).sum(0))
+        total.append(ok.sum(0))
+        predicted.append(np.isfinite(p).any(0))
+    per = np.sum(inside, 0) / np.maximum(np.sum(total, 0), 1)
+    per = np.where(np.any(predicted, 0), per, np.nan)
+    cov = {m: (float(v) if np.isfinite(v) else None) for m, v in zip(names, per)}
+    cov["mean"] = float(np.nanmean(per)) if np.isfinite(per).any() else None
+    cov["nominal"] = nominal
+    return cov
+
+
+def _per_estimator(report: dict, nominal: float, runs_of) -> dict:
+    """:func:`_pooled_coverage` of every estimator, ``runs_of(name)`` giving its runs; an
+    estimator with too few calibration jobs for a target gets its error."""
+    from driple.errors import DripleError
+
+    out = {}
+    for name in report["estimators"]:
+        try:
+            out[name] = _pooled_coverage(report["targets"], nominal, runs_of(name))
+        except DripleError as err:  # too few calibration jobs
+            out[name] = {"error": str(err)}
+    return out
+
+
 def _coverage(report: dict, nominal: float) -> dict:
     """Per estimator: conformal intervals fitted on each fold's calibration jobs, coverage
     measured on its test jobs (pooled over folds)."""
-    from driple.errors import DripleError
-    from driple.predict.intervals import ConformalIntervals, coverage
-
-    names = report["targets"]
-    out = {}
-    for name in report["estimators"]:
-        inside, total = [], []
-        try:
-            for fold in report["folds"]:
-                ints = ConformalIntervals(coverage=nominal, names=names).fit(
-                    fold["calibration_measured"], np.clip(fold["calibration_predictions"][name], 0, None))
-                low, high = ints.interval(np.clip(fold["predictions"][name], 0, None))
-                y = fold["measured"]
-                ok = np.isfinite(y)
-                inside.append(np.where(ok, (y >= low) & (y <= high), False).sum(0))
-                total.append(ok.sum(0))
-        except DripleError as err:  # too few calibration jobs
-            out[name] = {"error": str(err)}
-            continue
-        per = np.sum(inside, 0) / np.maximum(np.sum(total, 0), 1)
-        predicted = np.isfinite(np.concatenate([f["predictions"][name] for f in report["folds"]])).any(0)
-        per = np.where(predicted, per, np.nan)  # a target the estimator does not predict (analytic)
-        cov = {m: (float(v) if np.isfinite(v) else None) for m, v in zip(names, per)}
-        cov["mean"] = float(np.nanmean(per)) if np.isfinite(per).any() else None
-        cov["nominal"] = nominal
-        out[name] = cov
-    return out
+    return _per_estimator(report, nominal, lambda name: [
+        (f["calibration_measured"], f["calibration_predictions"][name], f["measured"], f["predictions"][name])
+        for f in report["folds"]])
 
 
 def _coverage_other_families(report: dict, nominal: float) -> dict:
@@ -306,36 +319,18 @@ def _coverage_other_families(report: dict, nominal: float) -> dict:
     calibration jobs of :func:`_coverage` are of seen families, so their residuals are smaller
     than an unseen family's; this is what intervals calibrated on unseen-family residuals would
     cover. Empty for fewer than 3 folds."""
-    from driple.errors import DripleError
-    from driple.predict.intervals import ConformalIntervals
-
-    folds, names, out = report["folds"], report["targets"], {}
+    folds = report["folds"]
     if len(folds) < 3:
-        return out
-    for name in report["estimators"]:
-        inside, total = [], []
-        try:
-            for i, fold in enumerate(folds):
-                others = [f for j, f in enumerate(folds) if j != i]
-                ints = ConformalIntervals(coverage=nominal, names=names).fit(
-                    np.concatenate([f["measured"] for f in others]),
-                    np.clip(np.concatenate([f["predictions"][name] for f in others]), 0, None))
-                low, high = ints.interval(np.clip(fold["predictions"][name], 0, None))
-                y = fold["measured"]
-                ok = np.isfinite(y)
-                inside.append(np.where(ok, (y >= low) & (y <= high), False).sum(0))
-                total.append(ok.sum(0))
-        except DripleError as err:  # a target with too few measured jobs
-            out[name] = {"error": str(err)}
-            continue
-        per = np.sum(inside, 0) / np.maximum(np.sum(total, 0), 1)
-        predicted = np.isfinite(np.concatenate([f["predictions"][name] for f in folds])).any(0)
-        per = np.where(predicted, per, np.nan)
-        cov = {m: (float(v) if np.isfinite(v) else None) for m, v in zip(names, per)}
-        cov["mean"] = float(np.nanmean(per)) if np.isfinite(per).any() else None
-        cov["nominal"] = nominal
-        out[name] = cov
-    return out
+        return {}
+
+    def runs(name):
+        for i, fold in enumerate(folds):
+            others = [f for j, f in enumerate(folds) if j != i]
+            yield (np.concatenate([f["measured"] for f in others]),
+                   np.concatenate([f["predictions"][name] for f in others]),
+                   fold["measured"], fold["predictions"][name])
+
+    return _per_estimator(report, nominal, lambda name: list(runs(name)))
 
 
 def _held_out_intervals(report: dict, name: str, nominal: float) -> dict | None:
