@@ -92,6 +92,11 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     assert args.trees == (state.get("trees") is not None)  # the shipped source's members
     assert args.roofline == (state.get("roofline") is not None)
     config = state["config"]
+    if config.get("kind") == "ensemble":  # the networks averaged: one configuration
+        assert config_.networks == len(config["members"]) == state["configuration"]["networks"]
+        config = config["members"][0]
+    else:
+        assert config_.networks == 1
     assert (args.hidden, args.repeats, args.dropout) == (
         config["hidden_channels"], config["num_repeats"], config["dropout"])
     assert args.graph_attr == bool(config["graph_channels"])
