@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train an inspector (GCN + repeated GCN/GRU + Set2Set + MLP) on the jobs of one "
         "collector dataset and save it with its scalers, split and test scores. The defaults are "
         "those of the shipped source inspector (its MODEL_CARD.md): the hybrid network (graph "
-        "embedding + graph-level features + physical priors, residuals in log space), K=10, up to "
+        "embedding + graph-level features + physical priors, residuals in log space; two such "
+        "networks, each trained alone, averaged: --networks), K=10, up to "
         "300 epochs with patience 30, with the per-op-class roofline joined into the durations "
         "(--no-roofline: the network alone; --trees: also averaged with gradient-boosted trees; "
         "--model gnn: the paper's network).",
