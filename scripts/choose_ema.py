@@ -5,8 +5,9 @@ decision has seen: the calibration jobs of the source's random split.
     python scripts/choose_ema.py                                   # source dataset, 0/0.98/0.99/0.995, 3 seeds
     python scripts/choose_ema.py --decays 0 0.995 --seeds 0 1 --json ema.json
 
-For each decay and seed this trains the hybrid (the ``hybrid`` preset of
-:func:`driple.inspector.train.preset`, early stopping on the validation jobs), joins the
+For each decay and seed this trains one hybrid network (the ``hybrid`` preset of
+:func:`driple.inspector.train.preset` with ``networks=1``, as when the decay was chosen; the
+preset has averaged two since session 29), early stopping on the validation jobs, joins the
 per-op-class roofline as shipping does (modes chosen on the validation jobs), and scores the
 calibration jobs: mean and median per-target MAPE, mean NRMSE, step-time MAPE. The validation
 jobs stopped the training, so their scores favour whichever run was luckier there; the
@@ -21,9 +22,8 @@ import time
 
 
 def run(dataset, decays, seeds, progress=False) -> list[dict]:
-    import numpy as np
-
     from driple.inspector.ensemble import with_roofline
+    from driple.inspector.scores import table_summary
     from driple.inspector.splits import random_split
     from driple.inspector.train import preset, score_jobs, train_inspector
 
@@ -33,18 +33,12 @@ def run(dataset, decays, seeds, progress=False) -> list[dict]:
     for decay in decays:
         for seed in seeds:
             t0 = time.perf_counter()
-            config, options = preset("hybrid", seed=seed, ema=decay)
+            config, options = preset("hybrid", seed=seed, ema=decay, networks=1)  # as chosen: one network
             model = train_inspector(dataset[list(split.train)], dataset[list(split.val)], options, config,
                                     progress=progress)
             model = with_roofline(model, dataset, split)
-            table = score_jobs(model, calibration)
-            per = {k: v for k, v in table.items() if k != "mean"}
-            mape = [v["mape"] for v in per.values() if v.get("mape") is not None]
-            nrmse = [v["nrmse"] for v in per.values() if v.get("nrmse") is not None]
             rows.append({"decay": decay, "seed": seed, "best_epoch": model.info["history"]["best_epoch"],
-                         "mape_mean": float(np.mean(mape)), "mape_median": float(np.median(mape)),
-                         "nrmse_mean": float(np.mean(nrmse)), "step_time_mape": per.get("step_time", {}).get("mape"),
-                         "seconds": time.perf_counter() - t0})
+                         **table_summary(score_jobs(model, calibration)), "seconds": time.perf_counter() - t0})
             r = rows[-1]
             print(f"decay {decay:<6g} seed {seed}: MAPE mean {r['mape_mean']:5.1f} %  median "
                   f"{r['mape_median']:5.1f} %  NRMSE {r['nrmse_mean']:.3f}  step {r['step_time_mape'] or float('nan'):5.1f} %"

@@ -52,17 +52,12 @@ def ensemble_of(singles):
 
 
 def score(inspector, dataset, split, jobs) -> dict:
-    import numpy as np
-
+    """``inspector`` with the roofline joined as shipping does, summarised on ``jobs``."""
     from driple.inspector.ensemble import with_roofline
+    from driple.inspector.scores import table_summary
     from driple.inspector.train import score_jobs
 
-    table = score_jobs(with_roofline(inspector, dataset, split), jobs)
-    per = {k: v for k, v in table.items() if k != "mean"}
-    mape = [v["mape"] for v in per.values() if v.get("mape") is not None]
-    nrmse = [v["nrmse"] for v in per.values() if v.get("nrmse") is not None]
-    return {"mape_median": float(np.median(mape)), "mape_mean": float(np.mean(mape)),
-            "nrmse_mean": float(np.mean(nrmse)), "step_time_mape": per.get("step_time", {}).get("mape")}
+    return table_summary(score_jobs(with_roofline(inspector, dataset, split), jobs))
 
 
 def run(dataset, seeds, max_networks) -> dict:

@@ -74,3 +74,13 @@ def score_table(y_true, y_pred, names: Optional[Sequence[str]] = None) -> dict:
             "mape": _plain(np.nanmean(e_mape)) if np.isfinite(e_mape).any() else None,
         }
     return table
+
+
+def table_summary(table: dict) -> dict:
+    """A :func:`score_table` in four numbers, for comparing runs: the median and mean MAPE over
+    the targets, the mean NRMSE, and the step time's MAPE (None without one)."""
+    per = {k: v for k, v in table.items() if k != "mean"}
+    mape = [v["mape"] for v in per.values() if v.get("mape") is not None]
+    nrmse = [v["nrmse"] for v in per.values() if v.get("nrmse") is not None]
+    return {"mape_median": float(np.median(mape)), "mape_mean": float(np.mean(mape)),
+            "nrmse_mean": float(np.mean(nrmse)), "step_time_mape": per.get("step_time", {}).get("mape")}

@@ -497,8 +497,7 @@ def train_inspector(
                              desc=f"training network {i + 1} of {config.networks}"))
     if len(networks) > 1:
         predictor.model = NetworkEnsemble(networks)
-    history = histories[0] if len(histories) == 1 else {
-        **histories[0], "seconds": sum(h["seconds"] for h in histories), "networks": histories}
+    history = joined_history(histories)
     scores = {part: score_jobs(predictor, jobs) for part, jobs in (("val", val_list), ("test", test_list))
               if jobs}
     predictor.info.update(
@@ -508,6 +507,15 @@ def train_inspector(
         scores=scores,
     )
     return predictor
+
+
+def joined_history(histories: Sequence[dict]) -> dict:
+    """One network's :func:`fit` history as it is; several networks' (an ensemble trained or
+    fine-tuned member by member): the first's, with the seconds of all and each under
+    ``networks``."""
+    if len(histories) == 1:
+        return histories[0]
+    return {**histories[0], "seconds": sum(h["seconds"] for h in histories), "networks": list(histories)}
 
 
 def _split_record(train, val, test) -> dict:

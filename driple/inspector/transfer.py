@@ -31,8 +31,8 @@ from driple.inspector.graph_inputs import GraphInputs, stack_graph_features, sta
 from driple.inspector.model import Inspector, NetworkEnsemble, build_model, members_of
 from driple.inspector.scaling import FeatureScaler, TargetScaler
 from driple.inspector.splits import Split, random_split
-from driple.inspector.train import (TrainOptions, feature_names_for, fit, recorded_host, recorded_options,
-                                    score_split)
+from driple.inspector.train import (TrainOptions, feature_names_for, fit, joined_history, recorded_host,
+                                    recorded_options, score_split)
 
 SCHEMES = ("paper", "mlp", "scratch")
 
@@ -216,7 +216,7 @@ def finetune(
         which = f", network {i + 1} of {len(networks)}" if len(networks) > 1 else ""
         histories.append(fit(trained, network_train, network_val, replace(options, seed=options.seed + i),
                              progress, desc=f"fine-tuning ({scheme}{which})"))
-    history = histories[0] if len(histories) == 1 else {**histories[0], "networks": histories}
+    history = joined_history(histories)
     seconds = time.perf_counter() - start
     model.requires_grad_(True)  # a loaded checkpoint is fully trainable; freezing is per run
     predictor.info.update(

@@ -96,7 +96,9 @@ def test_an_ensemble_fine_tunes_each_member(dataset, scheme):
     source = train_inspector(dataset[split.train], dataset[split.val], options, replace(config, networks=2),
                              host=HOST, progress=False)
     tuned = finetune(source, dataset, scheme=scheme, options=replace(options, ema=0.0), progress=False)
-    assert isinstance(tuned.model, NetworkEnsemble) and len(tuned.info["history"]["networks"]) == 2
+    history = tuned.info["history"]
+    assert isinstance(tuned.model, NetworkEnsemble) and len(history["networks"]) == 2
+    assert history["seconds"] == sum(h["seconds"] for h in history["networks"])  # as training records it
     for before, after in zip(source.model.members, tuned.model.members):
         changed = {k for k, v in after.state_dict().items()
                    if k not in before.state_dict() or not torch.equal(v, before.state_dict()[k])}

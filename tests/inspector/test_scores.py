@@ -35,3 +35,17 @@ def test_score_table():
     assert table["rx_idle_duration"]["n"] == 5
     y[:, 0] = np.nan
     assert score_table(y, y)["compute_burst_amount"] == {"nrmse": None, "mape": None, "n": 0, "n_mape": 0}
+
+
+def test_table_summary_by_hand():
+    """MAPE 10, 20, 40 % (one target without a MAPE), NRMSE 0.1, 0.3: median 20, mean 70/3,
+    NRMSE 0.2; the step time's MAPE is its own; no step time: None."""
+    from driple.inspector.scores import table_summary
+
+    table = {"a": {"mape": 10.0, "nrmse": 0.1}, "b": {"mape": 40.0, "nrmse": None},
+             "step_time": {"mape": 20.0, "nrmse": 0.3}, "c": {"mape": None, "nrmse": None},
+             "mean": {"mape": 99.0, "nrmse": 9.9}}
+    s = table_summary(table)
+    assert s == {"mape_median": 20.0, "mape_mean": pytest.approx(70 / 3), "nrmse_mean": pytest.approx(0.2),
+                 "step_time_mape": 20.0}
+    assert table_summary({"a": {"mape": 1.0, "nrmse": 1.0}})["step_time_mape"] is None
