@@ -348,6 +348,31 @@ def _held_out_intervals(report: dict, name: str, nominal: float) -> dict | None:
         return None
 
 
+def _unseen_family(report: dict, nominal: float) -> dict | None:
+    """On a family split with the inspector and the roofline: the calibration a shipped
+    inspector applies to jobs of families it was not trained on (roofline modes over the
+    inspector as it is, intervals; :mod:`driple.inspector.unseen`) from every fold's held-out
+    jobs, and the same procedure cross-fitted (each fold calibrated on the other folds only):
+    the figure to report. None without both estimators or with fewer than 3 folds."""
+    from driple.errors import DripleError
+    from driple.inspector.unseen import calibrate, cross_fitted
+
+    folds = report["folds"]
+    if len(folds) < 3 or not {"inspector", "roofline"} <= set(report["estimators"]):
+        return None
+    held = [{"measured": f["measured"], "inspector": f["predictions"]["inspector"],
+             "roofline": f["predictions"]["roofline"]} for f in folds]
+    try:
+        shipped = calibrate(report["targets"], *(np.concatenate([h[k] for h in held])
+                                                 for k in ("measured", "inspector", "roofline")),
+                            families=(), coverage=nominal)
+        check = cross_fitted(report["targets"], held, nominal)
+    except DripleError as err:  # too few held-out jobs for a target
+        return {"error": str(err)}
+    return {"calibration": {"modes": shipped.modes, "intervals": shipped.intervals.to_dict()},
+            "cross_fitted": check}
+
+
 def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
     """Mean coverage on the out-of-zoo jobs of the source inspector's intervals calibrated on its
     held-out families (accuracy section, ``family_intervals``); None without either."""
@@ -407,7 +432,8 @@ def section_accuracy(ctx: Context) -> None:
                             "seconds": time.perf_counter() - t0}
             if split == "family":
                 entry[split].update(coverage_other_families=_coverage_other_families(report, a.coverage),
-                                    family_intervals=_held_out_intervals(report, "inspector", a.coverage))
+                                    family_intervals=_held_out_intervals(report, "inspector", a.coverage),
+                                    unseen_family=_unseen_family(report, a.coverage))
             _say(format_report(report))
             _say(f"accuracy {setting} {split}: {time.perf_counter() - t0:.0f} s\n")
         out[setting] = entry

@@ -1,0 +1,129 @@
+"""How an inspector predicts a job of a model family it was not trained on.
+
+An inspector's roofline modes (:mod:`driple.inspector.roofline`) and its conformal intervals
+(:mod:`driple.predict.intervals`) are chosen and calibrated on validation and calibration jobs
+of the families it trained on. A user's own model is of no such family, and there the
+per-op-class roofline generalises better than the network and the residuals are wider: modes
+chosen on seen families keep too much of the network, and intervals calibrated on them
+under-cover (measured: ``trained_models/evaluation/results.md``, "Against the bars").
+
+:class:`UnseenFamilyCalibration` is what an evaluation's leave-one-family-out folds teach about
+that case, kept in a checkpoint (``info["unseen_family"]``, plain numbers) and applied by
+:class:`~driple.predict.predictor.Predictor` to every job whose family is not among
+:attr:`UnseenFamilyCalibration.families`:
+
+- ``modes``: per duration target, how the roofline joins the inspector's prediction *as it
+  is* (``"inspector"``: unchanged; ``"roofline"``; ``"mean"``, geometric), chosen on every
+  fold's held-out jobs (the inspector and the roofline retrained without the family);
+- ``intervals``: conformal intervals calibrated on the same held-out residuals, with the modes
+  applied.
+
+:func:`calibrate` makes one from held-out predictions; :func:`cross_fitted` measures the
+procedure honestly (each fold's modes and intervals from the *other* folds, checked on its own
+held-out family).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from driple.errors import DripleError
+
+#: Where a profile says its job's family stands (``ResourceProfile.calibration``).
+SEEN, UNSEEN = "seen family", "unseen family"
+#: The family of a model built from a user's factory (:func:`driple.graph.build.build_input`).
+USER_FAMILY = "user"
+
+
+class UnseenFamilyCalibration:
+    """Roofline modes and intervals for jobs of unseen families (module docstring).
+
+    Args:
+        modes: ``{duration target: mode}`` over the inspector's prediction as it is.
+        intervals: :class:`~driple.predict.intervals.ConformalIntervals` (or its dict).
+        families: The families the inspector trained on (a job of any other is unseen).
+        source: Where the calibration came from (file, date, command).
+    """
+
+    def __init__(self, modes: dict, intervals, families: Sequence[str], source: Optional[dict] = None):
+        from driple.inspector.roofline import MODES
+        from driple.predict.intervals import ConformalIntervals
+
+        bad = sorted(m for m in modes.values() if m not in MODES)
+        if bad:
+            raise DripleError(f"unknown roofline mode(s) {', '.join(bad)}; choose among {', '.join(MODES)}")
+        self.modes = dict(modes)
+        self.intervals = intervals if isinstance(intervals, ConformalIntervals) else ConformalIntervals.from_dict(intervals)
+        self.families = tuple(sorted(set(map(str, families))))
+        self.source = dict(source or {})
+
+    def is_unseen(self, family: Optional[str]) -> bool:
+        """True for a job of no training family (a user's model, an unknown family)."""
+        return family is None or str(family) not in self.families
+
+    def join(self, predicted: np.ndarray, roofline: Optional[np.ndarray], targets: Sequence[str]) -> np.ndarray:
+        """``predicted`` ``[n, targets]`` (the inspector as it is) with the modes applied;
+        unchanged without a roofline."""
+        from driple.inspector.roofline import apply_modes
+
+        modes = {t: m for t, m in self.modes.items() if m != "inspector"}
+        if roofline is None or not modes:
+            return np.asarray(predicted, dtype=np.float64)
+        return apply_modes(predicted, roofline, targets, modes)
+
+    def to_dict(self) -> dict:
+        return {"modes": self.modes, "intervals": self.intervals.to_dict(),
+                "families": list(self.families), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> "UnseenFamilyCalibration":
+        try:
+            return cls(record["modes"], record["intervals"], record["families"], record.get("source"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise DripleError(f"the unseen-family calibration is damaged ({type(err).__name__}: {err})") from None
+
+
+def calibrate(targets: Sequence[str], measured: np.ndarray, inspector: np.ndarray, roofline: np.ndarray,
+              families: Sequence[str], coverage: float = 0.9,
+              source: Optional[dict] = None) -> UnseenFamilyCalibration:
+    """Modes chosen and intervals calibrated on held-out-family jobs: their ``measured``
+    targets and the ``inspector``'s and ``roofline``'s predictions ``[n, targets]`` (each
+    from models that had not seen the job's family); ``families`` the shipped inspector's."""
+    from driple.inspector.roofline import apply_modes, choose_modes
+    from driple.predict.intervals import ConformalIntervals
+
+    measured, inspector, roofline = (np.asarray(a, dtype=np.float64) for a in (measured, inspector, roofline))
+    modes = choose_modes(targets, inspector, roofline, measured)
+    joined = apply_modes(inspector, roofline, targets, modes)
+    intervals = ConformalIntervals(coverage=coverage, names=list(targets)).fit(measured, np.clip(joined, 0, None))
+    return UnseenFamilyCalibration(modes, intervals, families, source)
+
+
+def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float = 0.9) -> dict:
+    """The procedure measured on held-out families: for each fold (``{"measured", "inspector",
+    "roofline"}`` arrays of its held-out family), modes and intervals calibrated on the other
+    folds only, applied to it. Returns ``{"scores"`` (:func:`~driple.inspector.scores.score_table`
+    of the joined predictions, pooled), ``"coverage"`` (per target and mean), ``"modes"`` (per
+    target: how many folds chose each mode)``}``."""
+    from driple.inspector.scores import score_table
+    from driple.predict.intervals import coverage as coverage_of
+
+    if len(folds) < 3:
+        raise DripleError("cross-fitting over families needs at least 3 family folds")
+    measured, joined, low, high = [], [], [], []
+    chosen: dict = {}
+    for i, fold in enumerate(folds):
+        others = [f for j, f in enumerate(folds) if j != i]
+        cal = calibrate(targets, *(np.concatenate([f[k] for f in others]) for k in ("measured", "inspector", "roofline")),
+                        families=(), coverage=coverage)
+        p = np.clip(cal.join(fold["inspector"], fold["roofline"], targets), 0, None)
+        lo, hi = cal.intervals.interval(p)
+        measured.append(fold["measured"]), joined.append(p), low.append(lo), high.append(hi)
+        for t, m in cal.modes.items():
+            chosen.setdefault(t, {}).setdefault(m, 0)
+            chosen[t][m] += 1
+    y = np.concatenate(measured)
+    return {"scores": score_table(y, np.concatenate(joined), list(targets)),
+            "coverage": coverage_of(y, np.concatenate(low), np.concatenate(high), names=list(targets)),
+            "modes": chosen}
