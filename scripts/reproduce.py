@@ -370,7 +370,7 @@ def _unseen_family(report: dict, nominal: float) -> dict | None:
     except DripleError as err:  # too few held-out jobs for a target
         return {"error": str(err)}
     return {"calibration": {"modes": shipped.modes, "intervals": shipped.intervals.to_dict()},
-            "cross_fitted": check}
+            "cross_fitted": check, **_run_stamp()}
 
 
 def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:

@@ -95,6 +95,9 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.json:
         out = profile.to_dict()
         out["inspector"] = {k: v for k, v in predictor.describe().items() if k != "intervals"}
+        if out["inspector"].get("unseen_family"):  # its modes, families and figures; not the arrays
+            out["inspector"]["unseen_family"] = {k: v for k, v in out["inspector"]["unseen_family"].items()
+                                                 if k != "intervals"}
         out["timings_s"] = {**predictor.timings, "total": elapsed}
         json.dump(out, sys.stdout, indent=2)
         print()

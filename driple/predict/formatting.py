@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from driple.inspector.unseen import UNSEEN
 from driple.metrics import KINDS, resources, targets, unit
 
 
@@ -61,11 +62,19 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
             lo, hi = profile.throughput_interval
             cell += f" [{format_number(lo)}, {format_number(hi) if hi != float('inf') else 'inf'}]"
         lines.append("throughput" + f"{' ' + cell:>27}")  # a space even when the cell is wide
+    unseen = profile.calibration == UNSEEN
     if profile.intervals and profile.nominal_coverage:
-        cov = (about.get("scores") or {}).get("interval_coverage")
-        note = f"; measured coverage {cov:.0%} on held-out jobs" if isinstance(cov, (int, float)) else ""
+        if unseen:  # calibrated on, and measured on, families the models had not seen
+            cov = ((about.get("unseen_family") or {}).get("source") or {}).get("coverage")
+            where = "held-out model families"
+        else:
+            cov, where = (about.get("scores") or {}).get("interval_coverage"), "held-out jobs"
+        note = f"; measured coverage {cov:.0%} on {where}" if isinstance(cov, (int, float)) else ""
         lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
                      f"(split conformal{note})")
+    if unseen:
+        lines.append("a model family the inspector did not train on: durations and intervals as "
+                     "calibrated on held-out families")
     lines += ["", profile.describe()]
     if profile.notes:
         lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]

@@ -60,6 +60,11 @@ class Predictor:
         self.entry = dict(entry or {})
         record = inspector.info.get("intervals")
         self.intervals = ConformalIntervals.from_dict(record) if record else None
+        self.unseen = None  # the calibration for jobs of families the inspector did not train on
+        if inspector.info.get("unseen_family"):
+            from driple.inspector.unseen import UnseenFamilyCalibration
+
+            self.unseen = UnseenFamilyCalibration.from_dict(inspector.info["unseen_family"])
         self.timings: dict = {}
 
     # ------------------------------------------------------------------ loading
@@ -103,14 +108,20 @@ class Predictor:
 
     # ------------------------------------------------------------------ predictions
     def predict(self, model, example_batch, loss_fn=None, optimizer: Any = "sgd",
-                batch_size: Optional[int] = None, name: Optional[str] = None):
+                batch_size: Optional[int] = None, name: Optional[str] = None,
+                family: Optional[str] = None):
         """:class:`~driple.predict.profile.ResourceProfile` of training ``model`` on batches
         like ``example_batch`` (inputs, or ``(inputs, targets)``); ``batch_size`` resizes the
-        example batch along its first dimension, as shapes only (nothing is allocated)."""
+        example batch along its first dimension, as shapes only (nothing is allocated).
+        ``family``: the model's zoo family if it is one (default ``"user"``: a model of no family
+        the inspector trained on, predicted with its unseen-family calibration)."""
+        from driple.inspector.unseen import USER_FAMILY
+
         if batch_size is not None:
             example_batch = resize_batch(example_batch, batch_size, device="meta")
         t0 = time.perf_counter()
         graph = self.build_graph(model, example_batch, loss_fn, optimizer)
+        graph.summary["family"] = family or USER_FAMILY
         t1 = time.perf_counter()
         label = name or type(model).__name__
         bs = batch_size or _batch_len(example_batch)
@@ -140,7 +151,7 @@ class Predictor:
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
         try:
             return self.predict(workload.model, batch, loss_fn=workload.loss_fn,
-                                optimizer=optimizer,
+                                optimizer=optimizer, family=getattr(workload, "family", None),
                                 name=f"{label}[{knob_text}]" if knob_text else label)
         except DripleError as err:
             raise DripleError(f"{model} (batch size {bs}): {err}") from None
@@ -152,6 +163,7 @@ class Predictor:
         pass (``batch_size`` graphs at a time; 16-32 is fastest on a CPU). Amounts are kept
         within what a worker can physically do and extrapolations are noted in each profile's
         ``notes`` (:mod:`driple.predict.bounds`)."""
+        from driple.inspector.unseen import SEEN, UNSEEN
         from driple.predict.profile import ResourceProfile
 
         graphs = list(graphs)
@@ -163,11 +175,18 @@ class Predictor:
         targets = list(self.inspector.targets)  # the declared ones: a checkpoint must match them
         host = self.inspector.host
         memory_mb = host.memory_mb if host is not None and host.memory_mb > 0 else None
-        values, notes = bound(self.inspector.predict(graphs, batch_size=batch_size), self.setting,
-                              ts.low_, ts.high_, memory_mb)
+        predicted = self.inspector.predict(graphs, batch_size=batch_size)
+        unseen = self.unseen_rows(graphs)
+        if unseen.any():  # a family it did not train on: the held-out families' modes
+            rows = [g for g, u in zip(graphs, unseen) if u]
+            roofline = self.inspector.roofline.predict(rows) if self.inspector.roofline is not None else None
+            predicted[unseen] = self.unseen.join(predicted[unseen], roofline, targets)
+        values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
+            if unseen.any():
+                lows[unseen], highs[unseen] = self.unseen.intervals.interval(values[unseen])
             for m, cap in caps(self.setting, ts.high_, memory_mb).items():
                 highs[:, targets.index(m)] = np.minimum(highs[:, targets.index(m)], cap)
             for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
@@ -187,8 +206,17 @@ class Predictor:
                 metrics={m: float(v) for m, v in zip(targets, row)},
                 intervals=intervals,
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
-                notes=notes[i], batch_size=batch_sizes[i], resident=self.resident))
+                notes=notes[i], batch_size=batch_sizes[i], resident=self.resident,
+                calibration=None if self.unseen is None else (UNSEEN if unseen[i] else SEEN)))
         return out
+
+    def unseen_rows(self, graphs: Sequence) -> np.ndarray:
+        """Per graph, True when this inspector has an unseen-family calibration and the graph's
+        model family (``family`` of a dataset's graph, ``summary["family"]`` of a built one;
+        ``"user"`` for a user's factory) is not among its training families."""
+        if self.unseen is None:
+            return np.zeros(len(graphs), dtype=bool)
+        return np.array([self.unseen.is_unseen(family_of(g)) for g in graphs], dtype=bool)
 
     def describe(self) -> dict:
         """What this inspector is: setting, how it was trained, scores (from the registry),
@@ -202,9 +230,19 @@ class Predictor:
                 "hardware": self.entry.get("hardware") or measured_on(self.inspector),
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
+                "unseen_family": self.unseen.to_dict() if self.unseen else None,
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,
                 "networks": self.inspector.networks, "residual": self.inspector.residual, "labels": self.inspector.labels,
                 "host": None if host is None else host.to_dict()}
+
+
+def family_of(graph) -> Optional[str]:
+    """The model family of an inspector input: a dataset graph's ``family``, else its
+    ``summary["family"]`` (``"user"`` for a user's factory), else None."""
+    family = getattr(graph, "family", None)
+    if family is None:
+        family = (getattr(graph, "summary", None) or {}).get("family")
+    return None if family is None else str(family)
 
 
 def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:

@@ -130,6 +130,10 @@ class ResourceProfile:
             all times, e.g. ``{"memory": 250.0}``: the runtime's part of the resident set, which
             the memory label (peak allocated bytes) leaves out (:mod:`driple.collect.resident`).
             Not part of the metrics or shapes; :func:`driple.predict.colocate.colocate` adds it.
+        calibration: ``"seen family"`` when the job's model family was among the inspector's
+            training families, ``"unseen family"`` when it was not (a user's model): then the
+            prediction and its intervals use the calibration measured on held-out families
+            (:mod:`driple.inspector.unseen`). None when the inspector has no such calibration.
     """
 
     setting: str
@@ -141,6 +145,7 @@ class ResourceProfile:
     notes: list = field(default_factory=list)
     batch_size: int | None = None
     resident: dict | None = None
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -166,6 +171,11 @@ class ResourceProfile:
                         raise DripleError(f"interval of {m} has low {lo} > high {hi}")
                     iv[m] = (lo, hi)
             self.intervals = iv
+        if self.calibration is not None:
+            from driple.inspector.unseen import SEEN, UNSEEN
+
+            if self.calibration not in (SEEN, UNSEEN):
+                raise DripleError(f"calibration must be {SEEN!r}, {UNSEEN!r} or None, not {self.calibration!r}")
         if self.nominal_coverage is not None:
             c = _finite(self.nominal_coverage, "nominal_coverage")
             if not 0.0 < c < 1.0:
@@ -290,7 +300,8 @@ class ResourceProfile:
         """Plain JSON-able dict (schema ``driple-profile/2``); derived values included for readers.
 
         Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
-        nominal_coverage, idle_levels (overrides or null), resident (or null), notes (list of str), resources,
+        nominal_coverage, calibration ("seen family", "unseen family" or null), idle_levels
+        (overrides or null), resident (or null), notes (list of str), resources,
         batch_size (or null), workers (or null), throughput`` where ``resources[res]`` holds
         ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
         idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
@@ -317,6 +328,7 @@ class ResourceProfile:
             "units": self.units(),
             "intervals": None if self.intervals is None else {m: [lo, hi] for m, (lo, hi) in self.intervals.items()},
             "nominal_coverage": self.nominal_coverage,
+            "calibration": self.calibration,
             "idle_levels": None if self.idle_levels is None else dict(self.idle_levels),
             "resident": None if self.resident is None else dict(self.resident),
             "notes": list(self.notes),
@@ -345,6 +357,7 @@ class ResourceProfile:
             metrics=dict(d["metrics"]),
             intervals=None if iv is None else {m: tuple(v) for m, v in iv.items()},
             nominal_coverage=d.get("nominal_coverage"),
+            calibration=d.get("calibration"),
             idle_levels=d.get("idle_levels"),
             resident=d.get("resident"),
             notes=list(d.get("notes") or []),
