@@ -1204,14 +1204,22 @@ def run_side_by_side(ctx: Context, sections: list[str]) -> None:
     # fork: the children start from this process (its imports, its label version); the graphs
     # they read are already built
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with mp.get_context(method).Pool(min(a.jobs, len(jobs))) as pool:
-        failures = [f for f in pool.map(_child, jobs) if f]
+    finished = [(j["out"], secs, only) for j, (secs, only) in zip(jobs, children)]
+    pool = mp.get_context(method).Pool(min(a.jobs, len(jobs)))
+    try:
+        failures = [f for f in pool.map_async(_child, jobs).get() if f]
+        pool.close()
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (main turns them into this)
+        pool.terminate()  # every child stopped where it is, none left running
+        raise
+    finally:
+        pool.join()
+        _merge(ctx, finished)  # each child's JSON holds only finished sections (and settings)
+        shutil.rmtree(scratch, ignore_errors=True)
     if failures:
         from driple.errors import DripleError
 
-        raise DripleError("; ".join(failures) + f" (finished sections are in {scratch})")
-    _merge(ctx, [(j["out"], secs, only) for j, (secs, only) in zip(jobs, children)])
-    shutil.rmtree(scratch, ignore_errors=True)
+        raise DripleError("; ".join(failures) + f" (the sections that finished are in {ctx.out})")
 
 
 def _child(options: dict) -> str | None:
@@ -1350,37 +1358,50 @@ def main(argv=None) -> int:
     except DripleError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
-    try:
-        if not args.report:
-            from driple.inspector.estimator_registry import make_estimator
+    from driple import interrupts
+    from driple.collect.interrupts import signals_as_interrupt
 
-            for name in args.estimators:
-                make_estimator(name)  # unknown names fail before any work
-            sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-            for section in sections:
-                if section not in SECTIONS:
-                    raise DripleError(f"unknown section {section!r}; choose among {', '.join(SECTIONS)}")
-            if args.jobs > 1:
-                run_side_by_side(ctx, sections)
-            else:
-                _run_sections(ctx, sections)
-        text = report(ctx)
-        os.makedirs(ctx.out, exist_ok=True)
-        with open(os.path.join(ctx.out, "results.md"), "w") as f:
-            f.write(text + "\n")
-        print(text)
-        if args.cards:
-            for path in write_cards(ctx):
-                _say(f"model card updated: {path}")
-        if args.readme:
-            _say(f"{args.readme}: {refresh_readme(args.readme, text)} results blocks refreshed")
+    interrupts.reset()
+    try:
+        with signals_as_interrupt():  # SIGTERM/SIGHUP stop it as Ctrl-C does (children too)
+            _run(ctx, args)
     except DripleError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"reproduce: interrupted; finished sections are in {ctx.out}", file=sys.stderr)
-        return 130
+        return interrupts.exit_status()
     return 0
+
+
+def _run(ctx: Context, args) -> None:
+    """The run :func:`main` was asked for: sections (unless ``--report``), then results.md, the
+    cards and the README."""
+    from driple.errors import DripleError
+
+    if not args.report:
+        from driple.inspector.estimator_registry import make_estimator
+
+        for name in args.estimators:
+            make_estimator(name)  # unknown names fail before any work
+        sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+        for section in sections:
+            if section not in SECTIONS:
+                raise DripleError(f"unknown section {section!r}; choose among {', '.join(SECTIONS)}")
+        if args.jobs > 1:
+            run_side_by_side(ctx, sections)
+        else:
+            _run_sections(ctx, sections)
+    text = report(ctx)
+    os.makedirs(ctx.out, exist_ok=True)
+    with open(os.path.join(ctx.out, "results.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    if args.cards:
+        for path in write_cards(ctx):
+            _say(f"model card updated: {path}")
+    if args.readme:
+        _say(f"{args.readme}: {refresh_readme(args.readme, text)} results blocks refreshed")
 
 
 if __name__ == "__main__":

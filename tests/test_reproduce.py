@@ -158,6 +158,47 @@ def test_side_by_side_processes_give_what_one_process_gives(reproduce, shipped, 
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == cached  # none written again
 
 
+def _child_then_sigterm(options: dict) -> None:
+    """A stand-in for reproduce's child: the lo accuracy finishes at once; the other child
+    records its pid, sends its parent SIGTERM (a scheduler stopping the run) and would then
+    work for a minute."""
+    import signal
+    import time
+
+    out = Path(options["out"])
+    if options["settings"] == ["cpu-ddp-w2-lo"]:
+        (out / "accuracy.json").write_text(json.dumps({"settings": {"cpu-ddp-w2-lo": {"finished": True}},
+                                                       "source": "cpu-ddp-w2-lo"}))
+        return None
+    (out.parent.parent / f"child-{os.getpid()}.pid").write_text(str(os.getpid()))
+    time.sleep(0.5)
+    os.kill(os.getppid(), signal.SIGTERM)
+    time.sleep(60)
+    return None
+
+
+def test_sigterm_stops_every_child_and_keeps_what_finished(reproduce, shipped, tmp_path, monkeypatch, capsys):
+    """SIGTERM to a ``--jobs 2`` run: every child is stopped (none left running), the sections
+    that finished are merged into the output, the scratch directory is removed, exit 143."""
+    import time
+
+    data, models = shipped
+    work, out = tmp_path / "w", tmp_path / "out"
+    monkeypatch.setattr(reproduce, "_child", _child_then_sigterm)
+    t0 = time.perf_counter()
+    code = reproduce.main(["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--work-dir", str(work), "--jobs", "2", "--quiet"])
+    assert code == 143 and time.perf_counter() - t0 < 50
+    assert "interrupted; finished sections are in" in capsys.readouterr().err
+    pids = [int(p.read_text()) for p in work.glob("child-*.pid")]
+    assert pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert json.loads((out / "accuracy.json").read_text())["settings"] == {"cpu-ddp-w2-lo": {"finished": True}}
+    assert not [p for p in work.iterdir() if p.name.startswith("reproduce-")]
+
+
 def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp_path):
     """The transfer study of each target: every scheme at every fraction, and the run that made
     the entry (with --settings the other targets' entries stay from earlier runs)."""
@@ -272,6 +313,25 @@ def test_coverage_other_families_calibrates_each_fold_on_the_others(reproduce):
     cov = reproduce._coverage_other_families(report, 0.9)
     assert cov["a"]["x"] == 20 / 30 and cov["a"]["mean"] == 20 / 30 and cov["a"]["nominal"] == 0.9
     assert reproduce._coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
+
+
+def test_unseen_family_calibration_is_kept_with_its_cross_fitted_check(reproduce):
+    """Three held-out folds where the roofline is exact on the step time and the inspector 2x
+    over: the calibration takes the roofline, and so does every cross-fitted fold (MAPE 0);
+    the record is JSON. Without the roofline or with 2 folds: none."""
+    import numpy as np
+
+    def fold(n=8):
+        y = np.linspace(1.0, 2.0, n)[:, None]
+        return {"measured": y, "predictions": {"inspector": y * 2, "roofline": y}}
+
+    report = {"targets": ["step_time"], "estimators": ["inspector", "roofline"], "folds": [fold(), fold(), fold()]}
+    out = json.loads(json.dumps(reproduce._unseen_family(report, 0.9)))
+    assert out["calibration"]["modes"] == {"step_time": "roofline"}
+    assert out["cross_fitted"]["scores"]["step_time"]["mape"] == 0.0
+    assert out["cross_fitted"]["modes"] == {"step_time": {"roofline": 3}} and out["command"].startswith("python")
+    assert reproduce._unseen_family({**report, "estimators": ["inspector"]}, 0.9) is None
+    assert reproduce._unseen_family({**report, "folds": report["folds"][:2]}, 0.9) is None
 
 
 def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
