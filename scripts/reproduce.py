@@ -389,6 +389,32 @@ def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
     return coverage(measured, low, high, names=list(ints.names))["mean"]
 
 
+def _outofzoo_unseen(acc: dict | None, ooz: dict) -> dict | None:
+    """The out-of-zoo jobs predicted as the shipped inspector predicts a user's model: its
+    prediction as it is joined with the roofline by the source's unseen-family calibration
+    (accuracy section, ``unseen_family``), with that calibration's intervals: ``{"scores",
+    "coverage"}``; None without either."""
+    from driple.inspector.scores import score_table
+    from driple.inspector.unseen import UnseenFamilyCalibration
+    from driple.predict.intervals import coverage
+
+    setting = ooz.get("setting")
+    unseen = ((((acc or {}).get("settings") or {}).get(setting) or {}).get("family") or {}).get("unseen_family") or {}
+    held = ooz.get("inspector_predictions") or {}
+    if "calibration" not in unseen or "roofline" not in held:
+        return None
+
+    def array(rows):
+        return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+    cal = UnseenFamilyCalibration(unseen["calibration"]["modes"], unseen["calibration"]["intervals"], ())
+    names = list(cal.intervals.names)
+    y = array(held["measured"])
+    joined = np.clip(cal.join(array(held["predicted"]), array(held["roofline"]), names), 0, None)
+    low, high = cal.intervals.interval(joined)
+    return {"scores": score_table(y, joined, names), "coverage": coverage(y, low, high, names=names)}
+
+
 #: The arguments this run was given (``main``'s ``argv``, else the command line's).
 _ARGV: list[str] | None = None
 
@@ -476,6 +502,8 @@ def section_outofzoo(ctx: Context) -> None:
     _say(format_report(report))
     fold = report["folds"][0]
     held = {"measured": to_json(fold["measured"]), "predicted": to_json(fold["predictions"]["inspector"])}
+    if "roofline" in fold["predictions"]:  # what the unseen-family calibration joins in
+        held["roofline"] = to_json(fold["predictions"]["roofline"])
     ctx.save("outofzoo", {"setting": setting, "out_of_zoo": root, "jobs": len(external),
                           **to_json(report), "coverage": _coverage(report, a.coverage),
                           "inspector_predictions": held,
@@ -862,6 +890,54 @@ def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if other else ""), *rows, "", *tail]
 
 
+def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
+    """What the shipped inspector does for a model of a family it did not train on (a user's
+    model): its prediction as it is against the unseen-family calibration (cross-fitted on the
+    held-out families; on the out-of-zoo jobs, the source's calibration from all its folds)."""
+    def pct(v) -> str:
+        return "-" if v is None else f"{v:.1f}%"
+
+    def median(table) -> float:
+        return float(np.median([v["mape"] for k, v in table.items() if k != "mean" and v.get("mape") is not None]))
+
+    rows, modes = [], []
+    for setting, r in ((acc or {}).get("settings") or {}).items():
+        rep = r.get("family") or {}
+        unseen = rep.get("unseen_family") or {}
+        if "cross_fitted" not in unseen:
+            continue
+        check = unseen["cross_fitted"]
+        rows.append([f"{setting}, held-out families", str(rep["n_test"]),
+                     pct(rep["scores"]["inspector"]["step_time"]["mape"]), pct(check["scores"]["step_time"]["mape"]),
+                     pct(median(rep["scores"]["inspector"])), pct(median(check["scores"])),
+                     pct(100 * rep["coverage"]["inspector"]["mean"]), pct(100 * check["coverage"]["mean"])])
+        joins = ", ".join(f"{t} {m}" for t, m in unseen["calibration"]["modes"].items() if m != "inspector")
+        modes.append(f"- {setting}: the roofline joins {joins or 'nothing'} (`roofline`: replaces the "
+                     "inspector; `mean`: geometric mean of the two)")
+    if not rows:
+        return []
+    calibrated = _outofzoo_unseen(acc, ooz) if ooz else None
+    if calibrated is not None:
+        rows.append([f"out of zoo ({ooz.get('setting', '?')} inspector)", str(ooz["n_test"]),
+                     pct(ooz["scores"]["inspector"]["step_time"]["mape"]),
+                     pct(calibrated["scores"]["step_time"]["mape"]), pct(median(ooz["scores"]["inspector"])),
+                     pct(median(calibrated["scores"])), pct(100 * ooz["coverage"]["inspector"]["mean"]),
+                     pct(100 * calibrated["coverage"]["mean"])])
+    return ["## A model of a family the inspector did not train on", "",
+            "A user's model belongs to no family the inspector trained on. For such a job the shipped "
+            "inspector joins the roofline into its durations as chosen on the held-out families' jobs "
+            "(not on the seen-family validation jobs) and takes intervals calibrated on their "
+            "residuals (`driple.inspector.unseen`; `scripts/calibrate_unseen_families.py` writes it "
+            "into the checkpoints). Measured here cross-fitted: each held-out family predicted with the "
+            "calibration of the other families' folds; the out-of-zoo jobs (never used) with the "
+            "source's calibration from all its folds. As is: the inspector's prediction and intervals "
+            "for a seen family.", "",
+            "| test set | jobs | step time, as is | step time, unseen-family calibration | median MAPE, as is "
+            "| median MAPE, unseen-family calibration | coverage, as is | coverage, unseen-family calibration |",
+            "|---|---|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows), "",
+            "Modes chosen on all held-out families (what the checkpoints carry):", "", *modes, ""]
+
+
 def _report_accuracy(acc) -> list[str]:
     from driple.metrics import resource_names
 
@@ -1068,6 +1144,9 @@ def write_cards(ctx: Context) -> list[str]:
                 lines += [f"### {split} split ({r[split]['n_test']} test jobs)", ""] + _split_tables(r[split])
                 if split == "family":
                     lines += _against_tables(r[split])
+        unseen = _report_unseen({"settings": {setting: r}}, None)
+        if unseen:  # the same paragraph and row as results.md, under this card's heading
+            lines += ["### A model of a family the inspector did not train on", "", *unseen[2:]]
         with open(path) as f:
             card = f.read()
         start = card.find(CARD_HEADING)
@@ -1096,6 +1175,7 @@ def report(ctx: Context) -> str:
         if data:
             lines += fmt(data)
     lines += _report_standing(ctx.load("accuracy"), ctx.load("outofzoo"))
+    lines += _report_unseen(ctx.load("accuracy"), ctx.load("outofzoo"))
     return "\n".join(lines)
 
 

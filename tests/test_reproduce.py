@@ -332,6 +332,21 @@ def test_unseen_family_calibration_is_kept_with_its_cross_fitted_check(reproduce
     assert out["cross_fitted"]["modes"] == {"step_time": {"roofline": 3}} and out["command"].startswith("python")
     assert reproduce._unseen_family({**report, "estimators": ["inspector"]}, 0.9) is None
     assert reproduce._unseen_family({**report, "folds": report["folds"][:2]}, 0.9) is None
+    # the report: as is (2x over: 100 %) against the calibration; out of zoo by the same calibration
+    from driple.inspector.scores import score_table
+
+    y = np.linspace(1.0, 2.0, 8)[:, None]
+    acc = {"settings": {"s": {"family": {"n_test": 24, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
+                                         "coverage": {"inspector": {"mean": 0.5}}, "unseen_family": out}}}}
+    ooz = {"setting": "s", "n_test": 8, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
+           "coverage": {"inspector": {"mean": 0.25}},
+           "inspector_predictions": {"measured": y.tolist(), "predicted": (2 * y).tolist(), "roofline": y.tolist()}}
+    assert reproduce._outofzoo_unseen(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
+    text = "\n".join(reproduce._report_unseen(acc, ooz))
+    assert "| s, held-out families | 24 | 100.0% | 0.0% | 100.0% | 0.0% | 50.0% |" in text
+    assert "| out of zoo (s inspector) | 8 | 100.0% | 0.0% | 100.0% | 0.0% | 25.0% |" in text
+    assert "- s: the roofline joins step_time roofline" in text
+    assert reproduce._report_unseen({"settings": {}}, ooz) == []
 
 
 def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
