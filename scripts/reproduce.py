@@ -27,7 +27,9 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   target NRMSE and MAPE beside the noise floor; interval coverage of each estimator on the
   test jobs, calibrated on the calibration jobs only. A transferred inspector's source is
   retrained per fold without what the fold holds out (``--no-retrain-source``: kept, and
-  labelled "family seen in source").
+  labelled "family seen in source"). On the family split also the calibration for models of
+  an unseen family (:mod:`driple.inspector.unseen`: roofline modes and intervals from the
+  held-out jobs; ``scripts/calibrate_unseen_families.py`` ships it) and its cross-fitted check.
 - ``outofzoo``: the source inspector as shipped on ``--out-of-zoo`` (default
   ``datasets/out-of-zoo``: architectures written by others, never trained on or chosen with),
   beside the baselines fitted on its own training jobs (``driple evaluate --external``), with
@@ -46,7 +48,9 @@ The report (``results.md`` beside the JSON files) holds the tables the README qu
 A setting's dataset is the one ``<datasets-dir>/settings.json`` names (with the CPU model that
 measured it; see :mod:`driple.setting_datasets`), else ``<datasets-dir>/<setting>``; its retest
 and co-runs sit beside it. With ``--work-dir`` each ``results.csv`` is copied there first and
-the graphs are built there, so the datasets directory is only read.
+the graphs are built there, so the datasets directory is only read. Ctrl-C, SIGTERM or SIGHUP
+stop a run (exit 130/143/129) with every child process stopped and the sections that finished
+kept in ``<out>``.
 """
 from __future__ import annotations
 
