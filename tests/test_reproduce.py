@@ -199,6 +199,40 @@ def test_sigterm_stops_every_child_and_keeps_what_finished(reproduce, shipped, t
     assert not [p for p in work.iterdir() if p.name.startswith("reproduce-")]
 
 
+def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shipped, tmp_path, capsys):
+    """The family split's held-out-family intervals go into each shipped checkpoint with its
+    training families (the transferred one's include its source's); the registry's checksum
+    follows, and the Predictor takes them for a job of another family."""
+    spec = importlib.util.spec_from_file_location("calibrate_unseen", ROOT / "scripts" / "calibrate_unseen_families.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data, models = shipped
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--work-dir", str(tmp_path / "w"), "--splits", "family",
+                           "--estimators", "mean,roofline", "--epochs", "2", "--quiet"]) == 0
+    acc = json.loads((out / "accuracy.json").read_text())["settings"]
+    assert len(acc["cpu-ddp-w2-lo"]["family"]["folds"]) == 3 and "unseen_modes" in acc["cpu-ddp-w2-lo"]["family"]
+    capsys.readouterr()
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert [d["setting"] for d in done] == ["cpu-ddp-w2-1g", "cpu-ddp-w2-lo"]
+    assert all(d["families"] == ["alpha", "beta", "gamma"] and d["modes"] == {} for d in done)
+    from driple.inspector.unseen import UnseenFamilyCalibration
+    from driple.predict.predictor import Predictor
+    from driple.predict.registry import resolve
+
+    path, entry = resolve("cpu-ddp-w2-1g", root=models)  # the checksum checked: renewed
+    predictor = Predictor.load(str(path))
+    cal = UnseenFamilyCalibration.from_dict(predictor.inspector.info["unseen_family"])
+    assert cal.intervals.to_dict() == acc["cpu-ddp-w2-1g"]["family"]["family_intervals"]
+    assert cal.source["coverage"] == acc["cpu-ddp-w2-1g"]["family"]["coverage_other_families"]["inspector"]["mean"]
+    assert entry["description"] == "target"  # the rest of the entry kept
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes"]) == 0
+    assert script.main(["--evaluation", str(tmp_path / "none"), "--models-dir", str(models)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
 def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp_path):
     """The transfer study of each target: every scheme at every fraction, and the run that made
     the entry (with --settings the other targets' entries stay from earlier runs)."""
@@ -315,37 +349,43 @@ def test_coverage_other_families_calibrates_each_fold_on_the_others(reproduce):
     assert reproduce._coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
 
 
-def test_unseen_family_calibration_is_kept_with_its_cross_fitted_check(reproduce):
+def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_intervals(reproduce):
     """Three held-out folds where the roofline is exact on the step time and the inspector 2x
-    over: the calibration takes the roofline, and so does every cross-fitted fold (MAPE 0);
-    the record is JSON. Without the roofline or with 2 folds: none."""
+    over: the modes take the roofline, and so does every cross-fitted fold (MAPE 0); the record
+    is JSON. Without the roofline or with 2 folds: none. The report's row: as is, the shipped
+    (held-out-family) intervals' coverage, the modes' figures; out of zoo the same."""
     import numpy as np
+
+    from driple.inspector.scores import score_table
 
     def fold(n=8):
         y = np.linspace(1.0, 2.0, n)[:, None]
         return {"measured": y, "predictions": {"inspector": y * 2, "roofline": y}}
 
     report = {"targets": ["step_time"], "estimators": ["inspector", "roofline"], "folds": [fold(), fold(), fold()]}
-    out = json.loads(json.dumps(reproduce._unseen_family(report, 0.9)))
+    out = json.loads(json.dumps(reproduce._unseen_modes(report, 0.9)))
     assert out["calibration"]["modes"] == {"step_time": "roofline"}
     assert out["cross_fitted"]["scores"]["step_time"]["mape"] == 0.0
     assert out["cross_fitted"]["modes"] == {"step_time": {"roofline": 3}} and out["command"].startswith("python")
-    assert reproduce._unseen_family({**report, "estimators": ["inspector"]}, 0.9) is None
-    assert reproduce._unseen_family({**report, "folds": report["folds"][:2]}, 0.9) is None
-    # the report: as is (2x over: 100 %) against the calibration; out of zoo by the same calibration
-    from driple.inspector.scores import score_table
+    assert reproduce._unseen_modes({**report, "estimators": ["inspector"]}, 0.9) is None
+    assert reproduce._unseen_modes({**report, "folds": report["folds"][:2]}, 0.9) is None
 
     y = np.linspace(1.0, 2.0, 8)[:, None]
-    acc = {"settings": {"s": {"family": {"n_test": 24, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
-                                         "coverage": {"inspector": {"mean": 0.5}}, "unseen_family": out}}}}
+    spread = {"targets": ["step_time"], "folds": [{"measured": y, "predictions": {"inspector": y * np.linspace(1.5, 2.5, 8)[:, None]}}]}
+    intervals = reproduce._held_out_intervals(spread, "inspector", 0.9)  # around the ratio 2 of the out-of-zoo jobs
+    acc = {"settings": {"s": {"family": {
+        "n_test": 24, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
+        "coverage": {"inspector": {"mean": 0.5}}, "coverage_other_families": {"inspector": {"mean": 0.875}},
+        "family_intervals": intervals, "unseen_modes": out}}}}
     ooz = {"setting": "s", "n_test": 8, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
            "coverage": {"inspector": {"mean": 0.25}},
            "inspector_predictions": {"measured": y.tolist(), "predicted": (2 * y).tolist(), "roofline": y.tolist()}}
-    assert reproduce._outofzoo_unseen(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
+    assert reproduce._outofzoo_unseen_modes(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
     text = "\n".join(reproduce._report_unseen(acc, ooz))
-    assert "| s, held-out families | 24 | 100.0% | 0.0% | 100.0% | 0.0% | 50.0% |" in text
-    assert "| out of zoo (s inspector) | 8 | 100.0% | 0.0% | 100.0% | 0.0% | 25.0% |" in text
-    assert "- s: the roofline joins step_time roofline" in text
+    assert "| s, held-out families | 24 | 100.0% | 100.0% | 50.0% | 87.5% | 0.0% | 0.0% |" in text
+    # out of zoo: the held-out intervals (ratios 1.5-2.5) cover the out-of-zoo jobs (ratio 2)
+    assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
+    assert "- s: the roofline would join step_time roofline" in text
     assert reproduce._report_unseen({"settings": {}}, ooz) == []
 
 

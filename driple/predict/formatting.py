@@ -73,8 +73,9 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
         lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
                      f"(split conformal{note})")
     if unseen:
-        lines.append("a model family the inspector did not train on: durations and intervals as "
-                     "calibrated on held-out families")
+        joined = any(m != "inspector" for m in ((about.get("unseen_family") or {}).get("modes") or {}).values())
+        lines.append("a model family the inspector did not train on: "
+                     + ("durations and intervals" if joined else "intervals") + " as calibrated on held-out families")
     lines += ["", profile.describe()]
     if profile.notes:
         lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]

@@ -129,9 +129,12 @@ def test_predictor_uses_the_unseen_calibration_for_other_families_only(shipped, 
 
     from driple.predict.formatting import format_profile
 
-    text = format_profile(unseen, {"unseen_family": {"source": {"coverage": 0.89}}})
+    text = format_profile(unseen, {"unseen_family": {"source": {"coverage": 0.89}, "modes": {}}})
     assert "measured coverage 89% on held-out model families" in text
-    assert "did not train on" in text and "did not train on" not in format_profile(seen, {})
+    assert "did not train on: intervals as calibrated" in text
+    assert "did not train on" not in format_profile(seen, {})
+    text = format_profile(unseen, p.describe())
+    assert "did not train on: durations and intervals as calibrated" in text
 
 
 def test_a_profile_refuses_an_unknown_calibration():
