@@ -11,9 +11,10 @@ from driple.predict.predictor import Predictor
 SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-ps-p1w2-1g")
 
 # The default inspector's prediction for ResNet-20, batch 32, written down when it was shipped
-# (labels v2, builder v4, hybrid of two networks + roofline, weights' moving average, inspector
-# sha256 43a871edef0c...). Reshipping it means writing down its new values.
-RESNET20_SHA256 = "43a871edef0c0161326c50e92ce6adf605c9c92b0e1789818339628df599457c"
+# (labels v2, builder v4, hybrid of two networks + roofline, weights' moving average; session
+# 30 added the unseen-family intervals, which change no prediction: inspector sha256
+# 159601db769f...). Reshipping it means writing down its new values.
+RESNET20_SHA256 = "159601db769f0e3d195dafd99b7d2866518637540f8cab29d682f6dedcc91c86"
 RESNET20_B32 = {
     "compute_burst_amount": 96.55308075956968, "compute_burst_duration": 0.15106095521153928,
     "compute_idle_duration": 0.005724299024882038, "memory_burst_amount": 185.3438266632147,
@@ -49,6 +50,26 @@ def test_shipped_default_inspector_predicts_as_when_shipped(shipped):
     raw = predictor.inspector.predict(graph)[0]
     profile = dict(zip(predictor.inspector.targets, raw.tolist()))
     assert profile == pytest.approx(RESNET20_B32, rel=1e-5)
+
+
+@pytest.mark.parametrize("setting", SHIPPED)
+def test_shipped_inspectors_carry_their_unseen_family_intervals(shipped, setting):
+    """Each shipped inspector holds the intervals its evaluation calibrated on held-out families
+    (scripts/calibrate_unseen_families.py), for the families it trained on: every zoo family
+    of its dataset is seen; a user's model is not."""
+    import json
+    from pathlib import Path
+
+    predictor = Predictor.load(setting)
+    unseen = predictor.unseen
+    assert unseen is not None, f"{setting}: run python scripts/calibrate_unseen_families.py"
+    assert unseen.families == ("alexnet", "bert", "densenet", "googlenet", "gpt", "lstm_lm", "mlp",
+                               "mobilenetv2", "resnet", "vgg", "vit")
+    assert not unseen.is_unseen("resnet") and unseen.is_unseen("user")
+    evaluation = json.loads((Path(__file__).resolve().parents[2] / "trained_models" / "evaluation"
+                             / "accuracy.json").read_text())["settings"][setting]["family"]
+    assert unseen.intervals.to_dict() == evaluation["family_intervals"]
+    assert unseen.source["coverage"] == evaluation["coverage_other_families"]["inspector"]["mean"]
 
 
 def test_each_shipped_inspector_names_the_hardware_of_its_dataset(shipped, capsys):
