@@ -65,7 +65,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.scores import table_summary
-    from driple.inspector.unseen import UnseenFamilyCalibration
+    from driple.predict.unseen import UnseenFamilyCalibration
     from driple.predict.registry import register, resolve
 
     entry = ((accuracy.get("settings") or {}).get(setting) or {})

@@ -28,7 +28,7 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   test jobs, calibrated on the calibration jobs only. A transferred inspector's source is
   retrained per fold without what the fold holds out (``--no-retrain-source``: kept, and
   labelled "family seen in source"). On the family split also the calibration for models of
-  an unseen family (:mod:`driple.inspector.unseen`: roofline modes and intervals from the
+  an unseen family (:mod:`driple.predict.unseen`: roofline modes and intervals from the
   held-out jobs; ``scripts/calibrate_unseen_families.py`` ships it) and its cross-fitted check.
 - ``outofzoo``: the source inspector as shipped on ``--out-of-zoo`` (default
   ``datasets/out-of-zoo``: architectures written by others, never trained on or chosen with),
@@ -356,11 +356,11 @@ def _unseen_modes(report: dict, nominal: float) -> dict | None:
     """On a family split with the inspector and the roofline, an alternative to shipping the
     held-out-family intervals alone (:func:`_held_out_intervals`, what
     ``scripts/calibrate_unseen_families.py`` ships): also the roofline modes chosen on every
-    fold's held-out jobs (:mod:`driple.inspector.unseen`), and the procedure cross-fitted (each
+    fold's held-out jobs (:mod:`driple.predict.unseen`), and the procedure cross-fitted (each
     fold calibrated on the other folds only). Kept to measure it; None without both estimators
     or with fewer than 3 folds."""
     from driple.errors import DripleError
-    from driple.inspector.unseen import calibrate, cross_fitted
+    from driple.predict.unseen import calibrate, cross_fitted
 
     folds = report["folds"]
     if len(folds) < 3 or not {"inspector", "roofline"} <= set(report["estimators"]):
@@ -399,7 +399,7 @@ def _outofzoo_unseen_modes(acc: dict | None, ooz: dict) -> dict | None:
     chosen on its held-out families (:func:`_unseen_modes`): its prediction as it is joined with
     the roofline, that calibration's intervals: ``{"scores", "coverage"}``; None without either."""
     from driple.inspector.scores import score_table
-    from driple.inspector.unseen import UnseenFamilyCalibration
+    from driple.predict.unseen import UnseenFamilyCalibration
     from driple.predict.intervals import coverage
 
     setting = ooz.get("setting")
@@ -936,7 +936,7 @@ def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
             "A user's model belongs to no family the inspector trained on. For such a job the shipped "
             "inspector's intervals are calibrated on the residuals of held-out families "
             "(`family_intervals`; `scripts/calibrate_unseen_families.py` writes them into the "
-            "checkpoints, `driple.inspector.unseen`), not on its seen-family calibration jobs; its "
+            "checkpoints, `driple.predict.unseen`), not on its seen-family calibration jobs; its "
             "prediction is the one for a seen family. Coverage measured cross-fitted (each held-out "
             "family with the intervals of the other families' folds; the out-of-zoo jobs, never used, "
             "with the source's intervals from all its folds). Also measured, not shipped: joining the "

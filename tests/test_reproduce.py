@@ -218,7 +218,7 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     done = json.loads(capsys.readouterr().out)
     assert [d["setting"] for d in done] == ["cpu-ddp-w2-1g", "cpu-ddp-w2-lo"]
     assert all(d["families"] == ["alpha", "beta", "gamma"] and d["modes"] == {} for d in done)
-    from driple.inspector.unseen import UnseenFamilyCalibration
+    from driple.predict.unseen import UnseenFamilyCalibration
     from driple.predict.predictor import Predictor
     from driple.predict.registry import resolve
 

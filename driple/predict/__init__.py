@@ -1,7 +1,8 @@
 """What schedulers call: a shipped inspector per setting turned into resource profiles.
 
 Data flow: :mod:`registry` (which trained inspectors ship, by setting) -> :mod:`predictor`
-(build the job's graph, run the inspector, attach :mod:`intervals`) -> :mod:`profile`
+(build the job's graph, run the inspector, attach :mod:`intervals`; for a model of a family it
+did not train on, those of :mod:`unseen`) -> :mod:`profile`
 (:class:`ResourceProfile`: the 12 metrics, duty cycles, expected series) -> :mod:`colocate`
 (combined load and burst collisions of jobs sharing a device or link).
 

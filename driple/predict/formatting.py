@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from driple.inspector.unseen import UNSEEN
 from driple.metrics import KINDS, resources, targets, unit
+from driple.predict.unseen import UNSEEN
 
 
 def format_number(x: float) -> str:

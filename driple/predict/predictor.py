@@ -62,7 +62,7 @@ class Predictor:
         self.intervals = ConformalIntervals.from_dict(record) if record else None
         self.unseen = None  # the calibration for jobs of families the inspector did not train on
         if inspector.info.get("unseen_family"):
-            from driple.inspector.unseen import UnseenFamilyCalibration
+            from driple.predict.unseen import UnseenFamilyCalibration
 
             self.unseen = UnseenFamilyCalibration.from_dict(inspector.info["unseen_family"])
         self.timings: dict = {}
@@ -115,7 +115,7 @@ class Predictor:
         example batch along its first dimension, as shapes only (nothing is allocated).
         ``family``: the model's zoo family if it is one (default ``"user"``: a model of no family
         the inspector trained on, predicted with its unseen-family calibration)."""
-        from driple.inspector.unseen import USER_FAMILY
+        from driple.predict.unseen import USER_FAMILY
 
         if batch_size is not None:
             example_batch = resize_batch(example_batch, batch_size, device="meta")
@@ -163,7 +163,7 @@ class Predictor:
         pass (``batch_size`` graphs at a time; 16-32 is fastest on a CPU). Amounts are kept
         within what a worker can physically do and extrapolations are noted in each profile's
         ``notes`` (:mod:`driple.predict.bounds`)."""
-        from driple.inspector.unseen import SEEN, UNSEEN
+        from driple.predict.unseen import SEEN, UNSEEN
         from driple.predict.profile import ResourceProfile
 
         graphs = list(graphs)

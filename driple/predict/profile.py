@@ -133,7 +133,7 @@ class ResourceProfile:
         calibration: ``"seen family"`` when the job's model family was among the inspector's
             training families, ``"unseen family"`` when it was not (a user's model): then the
             prediction and its intervals use the calibration measured on held-out families
-            (:mod:`driple.inspector.unseen`). None when the inspector has no such calibration.
+            (:mod:`driple.predict.unseen`). None when the inspector has no such calibration.
     """
 
     setting: str
@@ -172,7 +172,7 @@ class ResourceProfile:
                     iv[m] = (lo, hi)
             self.intervals = iv
         if self.calibration is not None:
-            from driple.inspector.unseen import SEEN, UNSEEN
+            from driple.predict.unseen import SEEN, UNSEEN
 
             if self.calibration not in (SEEN, UNSEEN):
                 raise DripleError(f"calibration must be {SEEN!r}, {UNSEEN!r} or None, not {self.calibration!r}")

@@ -153,7 +153,11 @@ def test_process_tree_cpu_is_summed_and_never_goes_back(tmp_path):
     assert raw.ended("tree") is not None  # the root exited while we sampled
     r = raw.rates("tree")
     assert r.index[-1] <= raw.ended("tree")
-    assert r["compute"].max() <= 100.0 * 1.05  # cores=2: two busy children = 100 %
+    # cores=2: two busy children = 100 %. Over 5 samples (50 ms), not per sample: one sample's
+    # counters are read a little after its timestamp, and on a loaded host that skew alone put
+    # a single 10 ms sample at 105 % (a fresh clone's CI, session 30); a rate not divided by
+    # the cores would read 200 %
+    assert r["compute"].rolling(5).mean().max() <= 100.0 * 1.05
     # integrated back, the rates hold the children's CPU time: % x 2 cores x dt
     dt = np.diff(r.index.to_numpy(), prepend=r.index[0] - raw.period_s)
     assert (r["compute"] / 100 * 2.0 * dt).sum() >= 0.58

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.inspector.unseen import SEEN, UNSEEN, UnseenFamilyCalibration, calibrate, cross_fitted
+from driple.predict.unseen import SEEN, UNSEEN, UnseenFamilyCalibration, calibrate, cross_fitted
 
 TARGETS = ["step_time", "compute_idle_duration", "tx_burst_amount"]
 
