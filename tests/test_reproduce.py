@@ -387,6 +387,11 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
     assert "- s: the roofline would join step_time roofline" in text
     assert reproduce._report_unseen({"settings": {}}, ooz) == []
+    four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
+    assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32
+    acc["settings"]["s"]["family"]["unseen_modes"] = json.loads(json.dumps(four))
+    assert "- s: modes taken for 4 of 4 families; step time 0.0%, median MAPE 0.0%" in "\n".join(
+        reproduce._report_unseen(acc, ooz))
 
 
 def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):

@@ -128,3 +128,30 @@ def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float 
     return {"scores": score_table(y, np.concatenate(joined), list(targets)),
             "coverage": coverage_of(y, np.concatenate(low), np.concatenate(high), names=list(targets)),
             "modes": chosen}
+
+
+def nested_choice(targets: Sequence[str], folds: Sequence[dict], coverage: float = 0.9) -> dict:
+    """Whether to join the roofline for unseen families, decided without looking at the family
+    it is measured on: for each fold, :func:`cross_fitted` on the *other* folds alone against the
+    inspector as it is on them (median per-target MAPE decides); the modes (chosen on the other
+    folds) are then applied to the fold only if they won there. Needs 4 folds or more. Returns
+    ``{"scores"`` (pooled over the folds), ``"chosen"`` (per fold: ``"modes"`` or ``"as is"``)``}``."""
+    from driple.inspector.scores import score_table, table_summary
+
+    if len(folds) < 4:
+        raise DripleError("a nested choice over families needs at least 4 family folds")
+    measured, predicted, chosen = [], [], []
+    for i, fold in enumerate(folds):
+        others = [f for j, f in enumerate(folds) if j != i]
+        inner = table_summary(cross_fitted(targets, others, coverage)["scores"])["mape_median"]
+        as_is = table_summary(score_table(np.concatenate([f["measured"] for f in others]),
+                                          np.concatenate([f["inspector"] for f in others]), list(targets)))["mape_median"]
+        p = fold["inspector"]
+        if inner < as_is:
+            cal = calibrate(targets, *(np.concatenate([f[k] for f in others]) for k in ("measured", "inspector", "roofline")),
+                            families=(), coverage=coverage)
+            p = cal.join(fold["inspector"], fold["roofline"], targets)
+        chosen.append("modes" if inner < as_is else "as is")
+        measured.append(fold["measured"]), predicted.append(np.clip(p, 0, None))
+    return {"scores": score_table(np.concatenate(measured), np.concatenate(predicted), list(targets)),
+            "chosen": chosen}

@@ -65,6 +65,23 @@ def test_cross_fitted_calibrates_each_fold_on_the_others():
         cross_fitted(TARGETS, folds[:2])
 
 
+def test_nested_choice_decides_on_the_other_folds_only():
+    """Four folds where the modes win (roofline exact on the step time): every fold takes them.
+    One fold where the inspector is exact and the roofline 2x off cannot make itself chosen as
+    is: its own figures never enter its decision."""
+    from driple.predict.unseen import nested_choice
+
+    folds = [held_out(15, s) for s in range(4)]
+    out = nested_choice(TARGETS, folds)
+    assert out["chosen"] == ["modes"] * 4 and out["scores"]["step_time"]["mape"] == pytest.approx(0, abs=1e-9)
+    odd = held_out(15, 9)
+    odd["inspector"], odd["roofline"][:, 0] = odd["measured"].copy(), odd["measured"][:, 0] * 2
+    out = nested_choice(TARGETS, folds + [odd])
+    assert out["chosen"][-1] == "modes"  # decided by the four others
+    with pytest.raises(DripleError, match="at least 4"):
+        nested_choice(TARGETS, folds[:3])
+
+
 # ---------------------------------------------------------------------- in the Predictor
 @pytest.fixture
 def shipped(registry):
