@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Predict, before it runs, how one worker of a distributed training job will "
         "use compute, memory and the network (TX, RX): burst amount, burst duration and idle "
         "duration of each, with a prediction interval, from a shipped inspector of the setting. "
-        "The training step is traced with fake tensors (nothing is trained).",
+        "The training step is traced with fake tensors (nothing is trained). A model of a family "
+        "the inspector did not train on (your own, a Hugging Face model) gets intervals calibrated "
+        "on held-out families, and the output says so.",
         epilog="examples:\n  driple predict resnet50 --batch-size 32\n"
                "  driple predict resnet --set depth=56 --optimizer adam --json\n"
                "  driple predict mypkg.models:build --batch-size 16 --plot profile.png\n\n" + PROTOCOL,
