@@ -154,6 +154,10 @@ def main(argv=None) -> int:
     except DripleError as err:
         print(f"ship_inspectors: error: {err}", file=sys.stderr)
         return 2
+    # the unseen-family intervals are of a checkpoint's configuration and training jobs: a new
+    # checkpoint has none until its own leave-family-out evaluation calibrates them
+    print("the new inspectors carry no unseen-family intervals yet: run python scripts/reproduce.py "
+          "--sections accuracy, then python scripts/calibrate_unseen_families.py", flush=True)
     return 0
 
 
