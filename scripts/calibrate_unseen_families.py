@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,7 +67,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.scores import table_summary
     from driple.predict.unseen import UnseenFamilyCalibration
-    from driple.predict.registry import register, resolve
+    from driple.predict.registry import load_registry, register, resolve
 
     entry = ((accuracy.get("settings") or {}).get(setting) or {})
     family = entry.get("family") or {}
@@ -101,8 +102,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     inspector.save(os.path.dirname(str(path)))
     keep = {k: reg_entry[k] for k in ("description", "trained", "scores", "card", "hardware", "resident")
             if reg_entry.get(k) is not None}
-    with open(os.path.join(models_dir, "registry.json")) as f:
-        default = json.load(f).get("default") == setting
+    default = load_registry(Path(models_dir)).get("default") == setting
     register(setting, path, root=models_dir, default=default, **keep)
     return {"setting": setting, "modes": calibration.modes, "families": list(calibration.families), **source}
 

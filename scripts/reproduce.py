@@ -361,17 +361,17 @@ def _unseen_modes(report: dict, nominal: float) -> dict | None:
     or with fewer than 3 folds."""
     from driple.errors import DripleError
     from driple.inspector.evaluate import to_json
-    from driple.predict.unseen import calibrate, cross_fitted, nested_choice
+    from driple.predict.unseen import calibrate, cross_fitted, nested_choice, pooled
 
     folds = report["folds"]
     if len(folds) < 3 or not {"inspector", "roofline"} <= set(report["estimators"]):
         return None
     held = [{"measured": f["measured"], "inspector": f["predictions"]["inspector"],
              "roofline": f["predictions"]["roofline"]} for f in folds]
-    pooled = {k: np.concatenate([h[k] for h in held]) for k in ("measured", "inspector", "roofline")}
+    everything = pooled(held)
     try:
-        shipped = calibrate(report["targets"], pooled["measured"], pooled["inspector"], pooled["roofline"],
-                            families=(), coverage=nominal)
+        shipped = calibrate(report["targets"], everything["measured"], everything["inspector"],
+                            everything["roofline"], families=(), coverage=nominal)
         check = cross_fitted(report["targets"], held, nominal)
         nested = nested_choice(report["targets"], held, nominal) if len(folds) >= 4 else None
     except DripleError as err:  # too few held-out jobs for a target
@@ -379,8 +379,13 @@ def _unseen_modes(report: dict, nominal: float) -> dict | None:
     # the held-out predictions themselves (folds' test jobs in order): later analyses of the
     # unseen-family case need no retraining
     return {"calibration": {"modes": shipped.modes, "intervals": shipped.intervals.to_dict()},
-            "cross_fitted": check, "nested": nested, "held_out": {k: to_json(v) for k, v in pooled.items()},
+            "cross_fitted": check, "nested": nested, "held_out": {k: to_json(v) for k, v in everything.items()},
             **_run_stamp()}
+
+
+def _rows_array(rows) -> np.ndarray:
+    """Rows of a JSON table (None for a missing value) as a float array (NaN)."""
+    return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
 
 
 def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
@@ -395,7 +400,7 @@ def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
         return None
     ints = ConformalIntervals.from_dict(record)
     low, high = ints.interval(np.clip(np.asarray(held["predicted"], dtype=float), 0, None))
-    measured = np.asarray([[np.nan if v is None else v for v in row] for row in held["measured"]], dtype=float)
+    measured = _rows_array(held["measured"])
     return coverage(measured, low, high, names=list(ints.names))["mean"]
 
 
@@ -413,13 +418,10 @@ def _outofzoo_unseen_modes(acc: dict | None, ooz: dict) -> dict | None:
     if "calibration" not in unseen or "roofline" not in held:
         return None
 
-    def array(rows):
-        return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
-
     cal = UnseenFamilyCalibration(unseen["calibration"]["modes"], unseen["calibration"]["intervals"], ())
     names = list(cal.intervals.names)
-    y = array(held["measured"])
-    joined = np.clip(cal.join(array(held["predicted"]), array(held["roofline"]), names), 0, None)
+    y = _rows_array(held["measured"])
+    joined = np.clip(cal.join(_rows_array(held["predicted"]), _rows_array(held["roofline"]), names), 0, None)
     low, high = cal.intervals.interval(joined)
     return {"scores": score_table(y, joined, names), "coverage": coverage(y, low, high, names=names)}
 
@@ -829,11 +831,13 @@ def _other_families_coverage_of(rep: dict):
     return ((rep.get("coverage_other_families") or {}).get("inspector") or {}).get("mean")
 
 
+def _pct(v) -> str:
+    """A percentage with one decimal, ``-`` for none."""
+    return "-" if v is None else f"{v:.1f}%"
+
+
 def _standing_row(name: str, rep: dict, step_bar: float, other_families: bool = True) -> str:
     """One row of :func:`_report_standing` for an evaluated split (``mape`` in %)."""
-    def pct(v) -> str:
-        return "-" if v is None else f"{v:.1f}%"
-
     s = rep["scores"]
     step = {m: s[m].get("step_time", {}).get("mape") for m in ("inspector", "roofline", "analytic", "hgb-priors")
             if m in s}
@@ -844,18 +848,18 @@ def _standing_row(name: str, rep: dict, step_bar: float, other_families: bool = 
     if _table_models(rep) and "inspector" in s:
         med, best = _medians(rep)
         lower = 1 - med["inspector"] / med[best] if med[best] else float("nan")
-        cells += [pct(med["inspector"]), f"{pct(med[best])} ({best})", f"{lower:.0%}"]
+        cells += [_pct(med["inspector"]), f"{_pct(med[best])} ({best})", f"{lower:.0%}"]
     else:
         cells += ["-", "-", "-"]
     mine = step.get("inspector")
-    cells.append("-" if mine is None else f"{pct(mine)}{' ✓' if mine <= step_bar else ''} (bar {step_bar:.0f}%)")
-    cells += [pct(step.get(m)) for m in ("roofline", "analytic", "hgb-priors")]
+    cells.append("-" if mine is None else f"{_pct(mine)}{' ✓' if mine <= step_bar else ''} (bar {step_bar:.0f}%)")
+    cells += [_pct(step.get(m)) for m in ("roofline", "analytic", "hgb-priors")]
     fl = (floor.get("step_time") or {}).get("floor")
-    cells.append(pct(fl))
-    cells.append(pct(None if cov is None else 100 * cov))
+    cells.append(_pct(fl))
+    cells.append(_pct(None if cov is None else 100 * cov))
     if other_families:
         other = _other_families_coverage_of(rep)
-        cells.append(pct(None if other is None else 100 * other))
+        cells.append(_pct(None if other is None else 100 * other))
     cells.append(", ".join(over) if over else ("none" if floor else "-"))
     return "| " + " | ".join(cells) + " |"
 
@@ -905,20 +909,18 @@ def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
     it ships), and the alternative of also joining the roofline as chosen on held-out families
     (:func:`_unseen_modes`), each measured cross-fitted on the held-out families; the out-of-zoo
     jobs with the source's calibration from all its folds."""
-    def pct(v) -> str:
-        return "-" if v is None else f"{v:.1f}%"
+    from driple.inspector.scores import table_summary
 
     def median(table) -> float | None:
-        vals = [v["mape"] for k, v in (table or {}).items() if k != "mean" and v.get("mape") is not None]
-        return float(np.median(vals)) if vals else None
+        return table_summary(table)["mape_median"] if table else None
 
     def row(name, rep, other, modes_check):
         mine = rep["scores"]["inspector"]
         modes_scores = (modes_check or {}).get("scores") or {}
-        return [name, str(rep["n_test"]), pct(mine["step_time"]["mape"]), pct(median(mine)),
-                pct(100 * rep["coverage"]["inspector"]["mean"]), pct(None if other is None else 100 * other),
-                pct((modes_scores.get("step_time") or {}).get("mape")), pct(median(modes_scores)),
-                pct(None if not modes_check else 100 * modes_check["coverage"]["mean"])]
+        return [name, str(rep["n_test"]), _pct(mine["step_time"]["mape"]), _pct(median(mine)),
+                _pct(100 * rep["coverage"]["inspector"]["mean"]), _pct(None if other is None else 100 * other),
+                _pct((modes_scores.get("step_time") or {}).get("mape")), _pct(median(modes_scores)),
+                _pct(None if not modes_check else 100 * modes_check["coverage"]["mean"])]
 
     rows, modes, nested = [], [], []
     for setting, r in ((acc or {}).get("settings") or {}).items():
@@ -935,8 +937,8 @@ def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
         if unseen.get("nested"):
             n = unseen["nested"]
             nested.append(f"- {setting}: modes taken for {n['chosen'].count('modes')} of {len(n['chosen'])} "
-                          f"families; step time {pct(n['scores']['step_time']['mape'])}, median MAPE "
-                          f"{pct(median(n['scores']))}")
+                          f"families; step time {_pct(n['scores']['step_time']['mape'])}, median MAPE "
+                          f"{_pct(median(n['scores']))}")
     if not rows:
         return []
     if ooz and ooz.get("scores"):

@@ -177,10 +177,10 @@ class Predictor:
         memory_mb = host.memory_mb if host is not None and host.memory_mb > 0 else None
         predicted = self.inspector.predict(graphs, batch_size=batch_size)
         unseen = self.unseen_rows(graphs)
-        if unseen.any():  # a family it did not train on: the held-out families' modes
+        if unseen.any() and self.unseen.joined and self.inspector.roofline is not None:
+            # a family it did not train on, and modes chosen on held-out families to apply
             rows = [g for g, u in zip(graphs, unseen) if u]
-            roofline = self.inspector.roofline.predict(rows) if self.inspector.roofline is not None else None
-            predicted[unseen] = self.unseen.join(predicted[unseen], roofline, targets)
+            predicted[unseen] = self.unseen.join(predicted[unseen], self.inspector.roofline.predict(rows), targets)
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
         lows = highs = None
         if self.intervals is not None:

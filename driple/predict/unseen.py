@@ -63,15 +63,20 @@ class UnseenFamilyCalibration:
         """True for a job of no training family (a user's model, an unknown family)."""
         return family is None or str(family) not in self.families
 
+    @property
+    def joined(self) -> dict:
+        """The modes that change a prediction (not ``"inspector"``): without any, the roofline
+        need not be evaluated."""
+        return {t: m for t, m in self.modes.items() if m != "inspector"}
+
     def join(self, predicted: np.ndarray, roofline: Optional[np.ndarray], targets: Sequence[str]) -> np.ndarray:
         """``predicted`` ``[n, targets]`` (the inspector as it is) with the modes applied;
         unchanged without a roofline."""
         from driple.inspector.roofline import apply_modes
 
-        modes = {t: m for t, m in self.modes.items() if m != "inspector"}
-        if roofline is None or not modes:
+        if roofline is None or not self.joined:
             return np.asarray(predicted, dtype=np.float64)
-        return apply_modes(predicted, roofline, targets, modes)
+        return apply_modes(predicted, roofline, targets, self.joined)
 
     def to_dict(self) -> dict:
         return {"modes": self.modes, "intervals": self.intervals.to_dict(),
@@ -83,6 +88,11 @@ class UnseenFamilyCalibration:
             return cls(record["modes"], record["intervals"], record["families"], record.get("source"))
         except (KeyError, TypeError, ValueError) as err:
             raise DripleError(f"the unseen-family calibration is damaged ({type(err).__name__}: {err})") from None
+
+
+def pooled(folds: Sequence[dict]) -> dict:
+    """The ``measured``, ``inspector`` and ``roofline`` arrays of held-out folds, concatenated."""
+    return {k: np.concatenate([f[k] for f in folds]) for k in ("measured", "inspector", "roofline")}
 
 
 def calibrate(targets: Sequence[str], measured: np.ndarray, inspector: np.ndarray, roofline: np.ndarray,
@@ -116,8 +126,8 @@ def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float 
     chosen: dict = {}
     for i, fold in enumerate(folds):
         others = [f for j, f in enumerate(folds) if j != i]
-        cal = calibrate(targets, *(np.concatenate([f[k] for f in others]) for k in ("measured", "inspector", "roofline")),
-                        families=(), coverage=coverage)
+        rest = pooled(others)
+        cal = calibrate(targets, rest["measured"], rest["inspector"], rest["roofline"], families=(), coverage=coverage)
         p = np.clip(cal.join(fold["inspector"], fold["roofline"], targets), 0, None)
         lo, hi = cal.intervals.interval(p)
         measured.append(fold["measured"]), joined.append(p), low.append(lo), high.append(hi)
@@ -143,15 +153,15 @@ def nested_choice(targets: Sequence[str], folds: Sequence[dict], coverage: float
     measured, predicted, chosen = [], [], []
     for i, fold in enumerate(folds):
         others = [f for j, f in enumerate(folds) if j != i]
+        rest = pooled(others)
         inner = table_summary(cross_fitted(targets, others, coverage)["scores"])["mape_median"]
-        as_is = table_summary(score_table(np.concatenate([f["measured"] for f in others]),
-                                          np.concatenate([f["inspector"] for f in others]), list(targets)))["mape_median"]
+        as_is = table_summary(score_table(rest["measured"], rest["inspector"], list(targets)))["mape_median"]
+        use = inner < as_is
         p = fold["inspector"]
-        if inner < as_is:
-            cal = calibrate(targets, *(np.concatenate([f[k] for f in others]) for k in ("measured", "inspector", "roofline")),
-                            families=(), coverage=coverage)
+        if use:
+            cal = calibrate(targets, rest["measured"], rest["inspector"], rest["roofline"], families=(), coverage=coverage)
             p = cal.join(fold["inspector"], fold["roofline"], targets)
-        chosen.append("modes" if inner < as_is else "as is")
+        chosen.append("modes" if use else "as is")
         measured.append(fold["measured"]), predicted.append(np.clip(p, 0, None))
     return {"scores": score_table(np.concatenate(measured), np.concatenate(predicted), list(targets)),
             "chosen": chosen}
