@@ -483,7 +483,7 @@ def section_accuracy(ctx: Context) -> None:
 def _estimators_for(names: list[str], ds) -> list[str]:
     """``names`` without the estimators that read the host's figures (priors, rooflines) on a
     labels v1 dataset: v1 rows mix CPU models, and carry no step time."""
-    v2_only = ("analytic", "roofline", "hgb-priors", "hybrid+hgb-priors", "hybrid", "features")
+    v2_only = ("analytic", "roofline", "roofline-overlap", "hgb-priors", "hybrid+hgb-priors", "hybrid", "features")
     return [n for n in names if n not in v2_only or "step_time" in ds.target_names]
 
 
@@ -1410,7 +1410,7 @@ def main(argv=None) -> int:
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
-    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,gnn,features,hybrid,hybrid+hgb-priors",
+    p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors",
                    help="accuracy: estimators beside the inspector (default: the ablation of issue #15, "
                    "mean,hgb,hgb-priors,knn,analytic,roofline,gnn,features,hybrid,hybrid+hgb-priors; any "
                    "registered one can be named; analytic scores step time only, roofline the durations "

@@ -144,8 +144,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="comma-separated estimators beside the inspector: mean, hgb, hgb-priors (boosting "
                     "on the hybrid's graph-level features and priors), knn, analytic "
                     "(roofline step time, one calibrated factor; scores step_time only, labels v2), "
-                    "gnn (the paper's graph network, trained per fold), hybrid, features, or a "
+                    "roofline (one rate per op class: durations and step time), roofline-overlap "
+                    "(the same with communication partly hidden under compute), gnn (the paper's graph network, trained per fold), hybrid, features, or a "
                     "registered one (default mean,hgb,knn)")
+    ev.add_argument("--no-inspector", action="store_true",
+                    help="score only the --estimators, on the folds the inspector would get (its split, "
+                    "seed and options): no retraining, seconds for table models and rooflines")
     ev.add_argument("--source", metavar="CKPT",
                     help="source inspector of a transferred checkpoint (default: the registry's "
                     "inspector of the setting it was transferred from)")
@@ -312,7 +316,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
                               "--retrain and --retrain-source")
         external = _load_dataset(argparse.Namespace(**{**vars(args), "dataset": args.external}),
                                  builder["groups"], builder["grouping"], builder["features"], builder["seed"])
-    source, source_dataset = _transfer_source(args, predictor)
+    if args.no_inspector and not estimators:
+        raise DripleError("--no-inspector needs --estimators (what to score instead)")
+    if args.no_inspector and (args.retrain or args.retrain_source or args.source or args.source_dataset):
+        raise DripleError("--no-inspector retrains nothing: drop --retrain, --retrain-source, --source "
+                          "and --source-dataset")
+    source, source_dataset = (None, None) if args.no_inspector else _transfer_source(args, predictor)
     floor = None
     retest = args.retest or (None if args.no_floor else retest_dir(args.dataset))
     if retest and not args.no_floor:
@@ -323,7 +332,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                       progress=not args.quiet, families=args.family, overrides=overrides,
                       source=source, source_dataset=source_dataset,
                       retrain_source=args.retrain_source, floor=floor, retrain=args.retrain,
-                      external=external)
+                      external=external, with_inspector=not args.no_inspector)
     if args.plot:
         plot_predictions(report, args.plot)
     if args.json:

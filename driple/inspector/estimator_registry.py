@@ -59,6 +59,13 @@ def _builtin() -> dict[str, Factory]:
 
         return RooflineEstimator()
 
+    def roofline_overlap(seed=0, **_):
+        """The per-op-class roofline with communication partly hidden under compute (DDP's
+        bucketed all-reduce during the backward pass): one overlap fraction per target."""
+        from driple.inspector.roofline_estimator import RooflineEstimator
+
+        return RooflineEstimator(overlap=True)
+
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
             """An inspector configuration of :func:`~driple.inspector.train.preset`, one network
@@ -92,6 +99,7 @@ def _builtin() -> dict[str, Factory]:
         "knn": lambda seed=0, **_: NearestArchitecture(),
         "analytic": analytic,
         "roofline": roofline,
+        "roofline-overlap": roofline_overlap,
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
@@ -100,8 +108,8 @@ def _builtin() -> dict[str, Factory]:
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "gnn", "hybrid", "features",
-            "hybrid+hgb-priors")
+    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap", "gnn", "hybrid",
+            "features", "hybrid+hgb-priors")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -114,7 +122,8 @@ def make_estimator(name: str, seed: int = 0, options=None, progress: bool = Fals
     """A fresh estimator by name: ``mean``, ``hgb``, ``hgb-priors``, ``knn`` (baselines; ``hgb-priors``
     reads what the hybrid's head reads, see :class:`~driple.inspector.baselines.HGBPriors`), ``analytic`` (the
     roofline step time, calibrated by one factor; step_time only), ``roofline`` (the roofline
-    split by op class, one fitted rate per class: every duration and the step time), ``gnn`` (the paper's
+    split by op class, one fitted rate per class: every duration and the step time),
+    ``roofline-overlap`` (the same with communication partly hidden under compute), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a
     registered one."""

@@ -245,6 +245,7 @@ def evaluate(
     cache: Optional[dict] = None,
     retrain: bool = False,
     external=None,
+    with_inspector: bool = True,
 ) -> dict:
     """Evaluate the trained inspector ``predictor`` (column ``inspector``) beside the estimators
     named in ``baselines`` (see :func:`~driple.inspector.estimators.make_estimator`) on a
@@ -261,11 +262,19 @@ def evaluate(
     by ``retrain_source``. ``external``: a dataset of other jobs of the same setting (e.g. the
     out-of-zoo set) scored as the test part instead, by the inspector as trained and baselines
     fitted on the checkpoint's own train/val jobs (its calibration jobs give the intervals).
+    ``with_inspector=False``: only the ``baselines``, on the same folds (the checkpoint gives the
+    split, seed and options; nothing is retrained for the inspector column: a family split of
+    table models and rooflines in seconds).
     """
     seed = predictor.info.get("training", {}).get("seed", 0) if seed is None else seed
     predictor.check_compatible(dataset.feature_set, dataset.vocab_digest, what=f"dataset {dataset.root}")
     transfer = predictor.info.get("transfer")
-    if transfer and (split == "family" or retrain) and source is None:
+    if not with_inspector:
+        if not baselines:
+            raise DripleError("nothing to evaluate: no inspector column and no estimator named")
+        source = source_dataset = None
+        retrain_source = False
+    if with_inspector and transfer and (split == "family" or retrain) and source is None:
         raise DripleError(f"this inspector was transferred from {transfer.get('from_setting')}: "
                           "retraining it fine-tunes it again per fold, which needs its source inspector")
     if retrain_source and (not transfer or source is None or source_dataset is None):
@@ -285,9 +294,10 @@ def evaluate(
         inspector = lambda fold: CheckpointEstimator(predictor, note=note)  # noqa: E731
     else:
         folds = make_splits(dataset, split, seed, families)
-        inspector = _inspector_factory(predictor, dataset, options, overrides, seed, source,
-                                       source_dataset if retrain_source else None, progress, cache)
-    factories = {"inspector": inspector}
+        inspector = None if not with_inspector else _inspector_factory(
+            predictor, dataset, options, overrides, seed, source,
+            source_dataset if retrain_source else None, progress, cache)
+    factories = {"inspector": inspector} if with_inspector else {}
     for name in baselines:
         if name == "inspector":
             raise DripleError("'inspector' is the checkpoint's own column; name other estimators")
@@ -296,8 +306,9 @@ def evaluate(
                                                                  progress=progress, cache=cache))(name)
     report = run_folds(dataset, folds, factories, floor=floor, progress=progress, test_dataset=external)
     report.update(checkpoint_setting=predictor.setting, seed=seed,
-                  inspector="as trained" if external is not None or (split == "random" and not (retrain or retrain_source))
-                  else "retrained per fold",
+                  inspector=("not evaluated" if not with_inspector
+                             else "as trained" if external is not None or (split == "random" and not (retrain or retrain_source))
+                             else "retrained per fold"),
                   transfer={"from_setting": transfer.get("from_setting"), "scheme": transfer.get("scheme"),
                             "source_retrained": bool(retrain_source)} if transfer else None)
     return report

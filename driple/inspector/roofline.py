@@ -17,6 +17,17 @@ own op mix rather than from its neighbours in a feature space.
 It predicts the duration targets and the step time (NaN for the amounts: those are not sums of
 times). Fitting is a few milliseconds; nothing to choose on validation jobs.
 
+**Overlap** (optional, ``overlap=True``; the ``roofline-overlap`` estimator): DDP all-reduces a
+bucket while the backward pass computes the next, a parameter server's pushes run beside
+compute, so communication and compute do not simply add up. With it the fit also takes, per
+target, a fraction ``alpha`` of the shorter of the two that is hidden under the other:
+
+    duration ~ compute + comm - alpha x min(compute, comm)
+
+``alpha`` from :data:`OVERLAP_GRID` by the same relative error on the training jobs (0 is the
+plain sum and gives exactly the fit without overlap; each alpha's rates are NNLS with the
+shorter side scaled by ``1 - alpha``, refitted a few times as the shorter side may change).
+
 A class no training job has (no recurrent layer among the training families, say) would get
 the weight 0 from the fit, and a job made of it would be predicted to take no time: such a class
 takes the rates of the class it runs like (:data:`UNSEEN_CLASS_RATES`: recurrent layers,
@@ -30,7 +41,7 @@ plain numbers); fitting it as an estimator (``roofline`` in
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -40,6 +51,12 @@ from driple.inspector.graph_inputs import stack_graph_features
 
 #: Seconds one compute op costs per unit of its weight (a dispatch overhead of this order).
 OP_OVERHEAD_S = 1e-5
+
+
+#: Overlap fractions the fit tries (module docstring); 0 is the plain sum.
+OVERLAP_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: Column of the communication term in :func:`design_matrix`.
+COMM_COLUMN = 2 * len(OP_CLASSES)
 
 
 #: The class whose rates a class takes when no training job has it (module docstring).
@@ -73,6 +90,42 @@ def fit_rates(X: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise DripleError("no training job with a positive measured value to fit the roofline on")
     w, _ = nnls(X[ok] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * X.shape[1])
     return w
+
+
+def overlapped(X: np.ndarray, weights: np.ndarray, alpha: float = 0.0) -> np.ndarray:
+    """Durations of the design rows ``X``: compute + comm - ``alpha`` x min(compute, comm), compute
+    being every weighted term but the communication (``alpha`` 0: ``X @ weights``)."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = X @ w
+    if not alpha:
+        return total
+    comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
+    return total - alpha * np.minimum(total - comm, comm)
+
+
+def fit_overlap(X: np.ndarray, y: np.ndarray, grid: Sequence[float] = OVERLAP_GRID,
+                rounds: int = 4) -> tuple:
+    """``(weights, alpha)``: per ``alpha`` of ``grid``, NNLS rates with the shorter of compute and
+    communication scaled by ``1 - alpha`` (which side is shorter taken from the previous fit,
+    ``rounds`` times), the pair with the lowest relative squared error on the rows of
+    :func:`fit_rates`. ``alpha`` 0 gives :func:`fit_rates`'s weights."""
+    ok = np.isfinite(y) & (y > 0) & np.isfinite(X).all(1)
+    start = fit_rates(X, y)
+    compute_cols = [j for j in range(X.shape[1]) if j != COMM_COLUMN]
+    best = None
+    for alpha in grid:
+        w = start
+        for _ in range(rounds if alpha else 0):
+            comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
+            comm_shorter = comm < X @ w - comm
+            scaled = np.array(X, dtype=np.float64, copy=True)
+            scaled[comm_shorter, COMM_COLUMN] *= 1.0 - alpha
+            scaled[np.ix_(~comm_shorter, compute_cols)] *= 1.0 - alpha
+            w = fit_rates(scaled, y)
+        loss = float(np.sum((overlapped(X[ok], w, alpha) / y[ok] - 1.0) ** 2))
+        if best is None or loss < best[0] - 1e-12:
+            best = (loss, w, float(alpha))
+    return best[1], best[2]
 
 
 def fill_unseen_classes(weights: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -143,22 +196,29 @@ class RooflineMember:
         host: :class:`~driple.graph.host_speed.HostSpeed` the terms divide by.
         weights: ``{duration target: [weight per design column]}``.
         modes: ``{duration target: mode}`` (:data:`MODES`), chosen on validation jobs.
+        overlap: ``{duration target: alpha}`` (:func:`overlapped`; a target not in it: 0, the
+            plain sum, as in checkpoints from before the overlap).
     """
 
-    def __init__(self, targets: Sequence[str], setting: str, host, weights: dict, modes: dict):
+    def __init__(self, targets: Sequence[str], setting: str, host, weights: dict, modes: dict,
+                 overlap: Optional[dict] = None):
         unknown = [m for m in modes.values() if m not in MODES]
         if unknown:
             raise DripleError(f"unknown roofline mode(s) {', '.join(unknown)}; choose among {', '.join(MODES)}")
         self.targets, self.setting, self.host = tuple(targets), str(setting), host
         self.weights = {t: [float(x) for x in w] for t, w in weights.items()}
         self.modes = dict(modes)
+        self.overlap = {t: float(a) for t, a in (overlap or {}).items() if a}
+        outside = [t for t, a in self.overlap.items() if not 0.0 <= a <= 1.0]
+        if outside:
+            raise DripleError(f"roofline overlap of {', '.join(outside)} must be between 0 and 1")
 
     def predict(self, graphs: Sequence) -> np.ndarray:
         """``[n, targets]``: the roofline's durations (NaN for the other targets)."""
         X = design_matrix(stack_graph_features(graphs), self.setting, self.host)
         out = np.full((len(X), len(self.targets)), np.nan)
         for t, w in self.weights.items():
-            out[:, self.targets.index(t)] = X @ np.asarray(w)
+            out[:, self.targets.index(t)] = overlapped(X, w, self.overlap.get(t, 0.0))
         return out
 
     def choose(self, predicted: np.ndarray, graphs: Sequence, measured: np.ndarray) -> "RooflineMember":
@@ -174,24 +234,31 @@ class RooflineMember:
         return apply_modes(predicted, self.predict(graphs), self.targets, self.modes)
 
     def to_state(self) -> dict:
-        return {"targets": list(self.targets), "setting": self.setting, "host": self.host.to_dict(),
-                "weights": self.weights, "modes": self.modes}
+        state = {"targets": list(self.targets), "setting": self.setting, "host": self.host.to_dict(),
+                 "weights": self.weights, "modes": self.modes}
+        if self.overlap:  # absent: the plain sum (checkpoints from before the overlap read the same)
+            state["overlap"] = self.overlap
+        return state
 
     @classmethod
     def from_state(cls, state: dict) -> "RooflineMember":
         from driple.graph.host_speed import HostSpeed
 
         return cls(state["targets"], state["setting"], HostSpeed.from_dict(state["host"]),
-                   state["weights"], state["modes"])
+                   state["weights"], state["modes"], state.get("overlap"))
 
 
 def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequence[str], setting: str,
-               host) -> RooflineMember:
+               host, overlap: bool = False) -> RooflineMember:
     """A roofline fitted on jobs' stacked ``graph_features`` and ``measured`` targets ``[n,
-    targets]``: the rates of every duration target, each mode ``"inspector"`` until
-    :meth:`RooflineMember.choose`."""
+    targets]``: the rates of every duration target (with ``overlap``, also its overlap fraction,
+    :func:`fit_overlap`), each mode ``"inspector"`` until :meth:`RooflineMember.choose`."""
     X = design_matrix(graph_features, setting, host)
     y = np.asarray(measured, dtype=np.float64)
-    weights = {t: fill_unseen_classes(fit_rates(X, y[:, j]), X).tolist()
-               for j, t in enumerate(targets) if is_duration(t)}
-    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"))
+    weights, alphas = {}, {}
+    for j, t in enumerate(targets):
+        if not is_duration(t):
+            continue
+        w, alphas[t] = fit_overlap(X, y[:, j]) if overlap else (fit_rates(X, y[:, j]), 0.0)
+        weights[t] = fill_unseen_classes(w, X).tolist()
+    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"), alphas)

@@ -20,6 +20,8 @@ class RooflineEstimator(Estimator):
     Args:
         host: Host figures the terms divide by (default: as for training an inspector,
             :func:`driple.inspector.train.training_host`).
+        overlap: Also fit the fraction of the shorter of compute and communication hidden under
+            the other (:func:`~driple.inspector.roofline.fit_overlap`; named ``roofline-overlap``).
 
     Learned attributes: ``member_`` (the fitted :class:`~driple.inspector.roofline.RooflineMember`),
     ``weights_`` (its ``{target: [w...]}``), ``host_``, ``setting_``.
@@ -27,8 +29,10 @@ class RooflineEstimator(Estimator):
 
     name = "roofline"
 
-    def __init__(self, host=None):
-        self.host = host
+    def __init__(self, host=None, overlap: bool = False):
+        self.host, self.overlap = host, bool(overlap)
+        if self.overlap:
+            self.name = "roofline-overlap"
 
     def fit(self, dataset, train: Sequence[int], val: Sequence[int] = ()) -> "RooflineEstimator":
         from driple.inspector.train import common_attribute, training_host
@@ -41,7 +45,8 @@ class RooflineEstimator(Estimator):
             raise DripleError("the roofline needs the setting the jobs ran in")
         self.member_ = fit_member(stack_graph_features(graphs),
                                   np.asarray(dataset.targets, dtype=np.float64)[train],
-                                  list(dataset.target_names), self.setting_, self.host_)
+                                  list(dataset.target_names), self.setting_, self.host_,
+                                  overlap=self.overlap)
         return self
 
     @property

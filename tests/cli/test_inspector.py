@@ -86,3 +86,11 @@ def test_evaluate_refuses_source_options_for_a_scratch_checkpoint(tmp_path, data
     assert "trained from scratch" in capsys.readouterr().err
     assert main(["evaluate", str(out), "--estimators", "mean,nope", "--quiet"]) == 2
     assert "unknown estimator(s) nope" in capsys.readouterr().err
+    assert main(["evaluate", str(out), "--no-inspector", "--estimators", "", "--quiet"]) == 2
+    assert "--no-inspector needs --estimators" in capsys.readouterr().err
+    assert main(["evaluate", str(out), "--no-inspector", "--retrain", "--quiet"]) == 2
+    assert "retrains nothing" in capsys.readouterr().err
+    assert main(["evaluate", str(out), "--no-inspector", "--split", "family", "--estimators", "mean",
+                 "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["estimators"] == ["mean"] and report["inspector"] == "not evaluated"

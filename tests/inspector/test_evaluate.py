@@ -146,6 +146,19 @@ def test_evaluate_family_retrains_per_family_and_caches(dataset, trained):
     assert one["folds"][0]["scores"] == report["folds"][1]["scores"]  # same fold, same training
 
 
+def test_evaluate_without_the_inspector_scores_the_estimators_on_the_same_folds(dataset, trained):
+    """``with_inspector=False``: no retraining, the same folds and the same baseline scores."""
+    full = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
+                    overrides={"epochs": 2})
+    alone = evaluate(trained, dataset, split="family", baselines=("mean",), progress=False,
+                     with_inspector=False)
+    assert alone["estimators"] == ["mean"] and alone["inspector"] == "not evaluated"
+    assert [f["test_job_ids"] for f in alone["folds"]] == [f["test_job_ids"] for f in full["folds"]]
+    assert alone["scores"]["mean"] == full["scores"]["mean"]
+    with pytest.raises(DripleError, match="nothing to evaluate"):
+        evaluate(trained, dataset, split="family", baselines=(), progress=False, with_inspector=False)
+
+
 @pytest.fixture
 def target(fake_builder, write_dataset, tmp_path):
     root = write_dataset(tmp_path / "cpu-ddp-w2-1g", setting="cpu-ddp-w2-1g")

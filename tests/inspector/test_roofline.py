@@ -167,3 +167,68 @@ def test_an_inspector_with_a_roofline_keeps_it_in_its_checkpoint(dataset, tmp_pa
     report = evaluate(joined, dataset, split="family", baselines=["roofline"], families=["alpha"],
                       overrides={"epochs": 2}, progress=False)
     assert report["estimators"] == ["inspector", "roofline"] and report["n_test"] > 0
+
+
+def _overlap_jobs(alpha, n=14, seed=3):
+    """Jobs whose durations are compute (2 x conv term + 0.5 x op overhead) and communication
+    with ``alpha`` of the shorter hidden: the communication as long as the compute or shorter or
+    longer, so that both sides are the shorter on some jobs."""
+    rng = np.random.default_rng(seed)
+    rows = [features(conv_gflops=rng.uniform(0.1, 1.0), comm_mb=rng.uniform(0.5, 20.0),
+                     compute_ops=rng.uniform(50, 500)) for _ in range(n)]
+    X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
+    compute = 2.0 * X[:, list(OP_CLASSES).index("conv")] + 0.5 * X[:, -1]
+    comm = X[:, -2]
+    return rows, X, compute + comm - alpha * np.minimum(compute, comm)
+
+
+def test_overlap_by_hand():
+    from driple.inspector.roofline import COMM_COLUMN, overlapped
+
+    X = np.zeros((2, 2 * len(OP_CLASSES) + 2))
+    X[:, 0] = [3.0, 1.0]  # compute seconds
+    X[:, COMM_COLUMN] = [1.0, 4.0]  # communication seconds
+    w = np.zeros(X.shape[1])
+    w[0] = w[COMM_COLUMN] = 1.0
+    # 3 + 1 - 0.5 x 1 = 3.5 (half the communication hidden); 1 + 4 - 0.5 x 1 = 4.5 (half the compute)
+    assert overlapped(X, w, 0.5) == pytest.approx([3.5, 4.5])
+    assert overlapped(X, w, 1.0) == pytest.approx([3.0, 4.0])  # all of the shorter: the longer alone
+    assert overlapped(X, w) == pytest.approx(X @ w)
+
+
+def test_overlap_fraction_and_rates_recovered_on_unseen_jobs():
+    """Durations with half the shorter of compute and communication hidden: the overlap fit finds
+    alpha 0.5 and predicts 4 held-out jobs exactly; the plain sum cannot (it over-predicts)."""
+    rows, X, step = _overlap_jobs(0.5)
+    names = list(target_names())
+    jobs = Jobs(rows, np.repeat(step[:, None], len(names), 1))
+    est = RooflineEstimator(host=HOST, overlap=True).fit(jobs, range(10))
+    j = names.index("step_time")
+    assert est.member_.overlap["step_time"] == 0.5 and est.name == "roofline-overlap"
+    assert est.predict(jobs, range(10, 14))[:, j] == pytest.approx(step[10:], rel=1e-6)
+    plain = RooflineEstimator(host=HOST).fit(jobs, range(10)).predict(jobs, range(10, 14))[:, j]
+    assert np.abs(plain / step[10:] - 1).max() > 0.05
+    assert make_estimator("roofline-overlap").name == "roofline-overlap"
+
+
+def test_no_overlap_is_the_plain_fit_and_old_states_read_the_same():
+    """Jobs that are plain sums: the overlap fit keeps alpha 0 and the NNLS weights; a member's
+    state without ``overlap`` (checkpoints from before it) predicts the plain sum."""
+    from driple.inspector.roofline import RooflineMember, fit_overlap, fit_rates
+
+    rows, X, step = _overlap_jobs(0.0)
+    w, alpha = fit_overlap(X, step)
+    assert alpha == 0.0 and w == pytest.approx(fit_rates(X, step))
+    names = list(target_names())
+    member = RooflineMember(names, SETTING, HOST, {"step_time": list(w)}, {"step_time": "roofline"},
+                            {"step_time": 0.25})
+    state = member.to_state()
+    assert state["overlap"] == {"step_time": 0.25}
+    old = {k: v for k, v in state.items() if k != "overlap"}
+    jobs = Jobs(rows, np.ones((len(rows), len(names))))
+    j = names.index("step_time")
+    assert RooflineMember.from_state(old).predict(jobs.graphs)[:, j] == pytest.approx(X @ w)
+    assert RooflineMember.from_state(state).predict(jobs.graphs)[:, j] == pytest.approx(
+        member.predict(jobs.graphs)[:, j])
+    with pytest.raises(DripleError, match="between 0 and 1"):
+        RooflineMember(names, SETTING, HOST, {"step_time": list(w)}, {}, {"step_time": 1.5})
