@@ -1412,7 +1412,7 @@ def main(argv=None) -> int:
                    help="accuracy: hold out only these families in the family split (smoke runs)")
     p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors",
                    help="accuracy: estimators beside the inspector (default: the ablation of issue #15, "
-                   "mean,hgb,hgb-priors,knn,analytic,roofline,gnn,features,hybrid,hybrid+hgb-priors; any "
+                   "mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors; any "
                    "registered one can be named; analytic scores step time only, roofline the durations "
                    "and step time, on labels v2; a column that is the "
                    "inspector's own configuration reuses its training)")
