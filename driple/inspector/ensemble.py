@@ -42,10 +42,11 @@ def with_trees(inspector, dataset, split, random_state: int = 0):
     return out
 
 
-def with_roofline(inspector, dataset, split):
+def with_roofline(inspector, dataset, split, overlap: bool = True):
     """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
-    split's training jobs attached, each duration's mode chosen on its validation jobs, scored
-    again on the split (``info["scores"]``)."""
+    split's training jobs attached (with ``overlap``: communication partly hidden under compute,
+    :func:`~driple.inspector.roofline.fit_overlap`), each duration's mode chosen on its
+    validation jobs, scored again on the split (``info["scores"]``)."""
     from driple.inspector.graph_inputs import stack_graph_features, stack_targets
     from driple.inspector.roofline import fit_member
 
@@ -53,7 +54,7 @@ def with_roofline(inspector, dataset, split):
     train = [dataset[i] for i in split.train]
     val = [dataset[i] for i in split.val]
     member = fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
-                        dataset.setting, host)
+                        dataset.setting, host, overlap=overlap)
     out = copy.copy(inspector)
     out.info = dict(inspector.info)
     out.attach_roofline(None)

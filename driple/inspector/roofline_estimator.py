@@ -63,10 +63,11 @@ class RooflineEstimator(Estimator):
 class WithRoofline(Estimator):
     """An estimator with a roofline fitted on the same training jobs, joined per duration target
     as chosen on the fold's validation jobs (what :func:`with_roofline` does to a checkpoint):
-    the shipped inspector's configuration, trained again per fold by the evaluation."""
+    the shipped inspector's configuration, trained again per fold by the evaluation (the
+    roofline with its overlap, as :func:`with_roofline` fits it)."""
 
-    def __init__(self, inner: Estimator, host=None, name: Optional[str] = None):
-        self.inner, self.host = inner, host
+    def __init__(self, inner: Estimator, host=None, name: Optional[str] = None, overlap: bool = True):
+        self.inner, self.host, self.overlap = inner, host, overlap
         self.name = name or f"{inner.name}+roofline"
 
     @property
@@ -75,7 +76,7 @@ class WithRoofline(Estimator):
 
     def fit(self, dataset, train, val) -> "WithRoofline":
         self.inner.fit(dataset, train, val)
-        self.member_ = RooflineEstimator(host=self.host).fit(dataset, train).member_
+        self.member_ = RooflineEstimator(host=self.host, overlap=self.overlap).fit(dataset, train).member_
         val = positions(dataset, val) if len(val) else []
         if val:
             self.member_.choose(self.inner.predict(dataset, val), graphs_of(dataset, val),
