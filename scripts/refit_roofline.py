@@ -45,6 +45,13 @@ def previous_command(card: Path) -> str:
     return m.group(1).strip() if m else ""
 
 
+def previous_trained_line(card: Path) -> str:
+    """The card's "Trained <date> on <host>; versions ..." line (when the network was trained)."""
+    if not card.exists():
+        return ""
+    return next((line for line in card.read_text().splitlines() if line.startswith("Trained ")), "")
+
+
 def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run: bool) -> dict:
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
@@ -76,11 +83,18 @@ def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run:
         return {**record, "status": "would refit"}
     new.info.pop("unseen_family", None)  # calibrated on the old roofline's predictions
     cov = calibrate(new, ds, split, nominal)
-    before = previous_command(models_dir / setting / "MODEL_CARD.md")
+    card = models_dir / setting / "MODEL_CARD.md"
+    before, trained_line = previous_command(card), previous_trained_line(card)
     default = load_registry(models_dir).get("default") == setting
     shipped = ship(new, setting, description=entry.get("description", setting),
                    trained=entry.get("trained", "?"), command="\n".join(c for c in (before, command) if c),
                    root=models_dir, default=default)
+    if trained_line:  # the network's training date stays; the card says when the roofline was refitted
+        text = card.read_text().splitlines()
+        now = next(i for i, line in enumerate(text) if line.startswith("Trained "))
+        refitted = text[now].split(" on ", 1)[0].replace("Trained ", "")
+        text[now] = f"{trained_line} Roofline fitted again {refitted}."
+        card.write_text("\n".join(text) + "\n")  # the card is not in the checksum
     return {**record, "status": "refitted", "interval_coverage": cov.get("mean"),
             "test_mape_mean": shipped["scores"].get("test_mape_mean"), "sha256": shipped["sha256"]}
 

@@ -594,3 +594,47 @@ def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tm
 
     with pytest.raises(DripleError, match="no section 'No such table'"):
         reproduce.refresh_readme(str(readme), results)
+
+
+def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes(shipped, capsys):
+    """scripts/refit_roofline.py: a shipped roofline unlike the one the code fits (here: its rates
+    zeroed) is fitted again on the checkpoint's training jobs, the checksum renewed, the stale
+    unseen-family record dropped, the card's training date kept; a second run changes nothing,
+    an inspector without a roofline is left alone."""
+    from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.ensemble import with_roofline
+    from driple.inspector.evaluate import checkpoint_split
+    from driple.predict.registry import resolve, sha256
+    from driple.predict.shipping import ship
+
+    spec = importlib.util.spec_from_file_location("refit_roofline", ROOT / "scripts" / "refit_roofline.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data, models = shipped
+    path, _ = resolve("cpu-ddp-w2-lo", root=models)
+    inspector = load_inspector(str(path))
+    ds = InspectorDataset(inspector.info["dataset"], progress=False)
+    stale = with_roofline(inspector, ds, checkpoint_split(inspector, ds))
+    stale.roofline.weights = {t: [0.0] * len(w) for t, w in stale.roofline.weights.items()}
+    stale.info["unseen_family"] = {"modes": {}, "intervals": {}, "families": [], "source": {}}
+    ship(stale, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models, default=True)
+    card = models / "cpu-ddp-w2-lo" / "MODEL_CARD.md"
+    card.write_text(card.read_text().replace("\nTrained ", "\nTrained 2000-01-01 00:00 UTC on x; was "))
+
+    assert script.main(["--models-dir", str(models), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu-ddp-w2-lo: would refit" in out and "cpu-ddp-w2-1g: no roofline" in out
+    assert script.main(["--models-dir", str(models)]) == 0
+    assert "cpu-ddp-w2-lo: refitted" in capsys.readouterr().out
+    path, entry = resolve("cpu-ddp-w2-lo", root=models)  # resolve checks the renewed checksum
+    assert entry["sha256"] == sha256(path) and entry["description"] == "source"
+    refitted = load_inspector(str(path))
+    assert "unseen_family" not in refitted.info
+    assert any(any(w) for w in refitted.roofline.weights.values())
+    assert "Trained 2000-01-01 00:00 UTC on x" in card.read_text() and "Roofline fitted again" in card.read_text()
+    assert "python scripts/refit_roofline.py" in card.read_text()
+    assert script.main(["--models-dir", str(models), "--settings", "cpu-ddp-w2-lo"]) == 0
+    assert "cpu-ddp-w2-lo: unchanged" in capsys.readouterr().out
+    assert script.main(["--models-dir", str(models / "none")]) == 2
+    assert "no shipped inspector" in capsys.readouterr().err
