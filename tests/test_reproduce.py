@@ -638,3 +638,23 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
     assert "cpu-ddp-w2-lo: unchanged" in capsys.readouterr().out
     assert script.main(["--models-dir", str(models / "none")]) == 2
     assert "no shipped inspector" in capsys.readouterr().err
+
+
+def test_choose_roofline_overlap_uses_only_the_inspectors_train_and_validation_jobs(shipped, capsys):
+    """scripts/choose_roofline_overlap.py: both forms scored by an inner leave-family-out over the
+    shipped inspector's train + validation jobs (no calibration or test job)."""
+    from driple.inspector.checkpoint import load_inspector
+    from driple.predict.registry import resolve
+
+    spec = importlib.util.spec_from_file_location("choose_overlap", ROOT / "scripts" / "choose_roofline_overlap.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data, models = shipped
+    assert script.main(["--models-dir", str(models), "--settings", "cpu-ddp-w2-lo", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["cpu-ddp-w2-lo"]
+    split = load_inspector(str(resolve("cpu-ddp-w2-lo", root=models)[0])).info["split"]
+    assert r["jobs"] == len(split["train"]) + len(split["val"])
+    assert set(r) >= {"roofline", "roofline-overlap"} and r["roofline"]["overlap"] == {}
+    assert r["roofline"]["step_time"] > 0 and r["roofline-overlap"]["step_time"] <= r["roofline"]["step_time"] * 1.5
+    assert script.main(["--models-dir", str(models / "none")]) == 2
+    assert "no shipped inspector" in capsys.readouterr().err
