@@ -903,12 +903,13 @@ def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if other else ""), *rows, "", *tail]
 
 
-def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
+def _report_unseen(acc: dict | None, ooz: dict | None, level: str = "##") -> list[str]:
     """What the shipped inspector does for a model of a family it did not train on (a user's
     model): its seen-family intervals against intervals calibrated on held-out families (what
     it ships), and the alternative of also joining the roofline as chosen on held-out families
     (:func:`_unseen_modes`), each measured cross-fitted on the held-out families; the out-of-zoo
-    jobs with the source's calibration from all its folds."""
+    jobs with the source's calibration from all its folds. ``level``: the heading's markdown
+    level (``###`` in a model card)."""
     from driple.inspector.scores import table_summary
 
     def median(table) -> float | None:
@@ -944,7 +945,7 @@ def _report_unseen(acc: dict | None, ooz: dict | None) -> list[str]:
     if ooz and ooz.get("scores"):
         rows.append(row(f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz,
                         _outofzoo_other_families(acc, ooz), _outofzoo_unseen_modes(acc, ooz)))
-    return ["## A model of a family the inspector did not train on", "",
+    return [f"{level} A model of a family the inspector did not train on", "",
             "A user's model belongs to no family the inspector trained on. For such a job the shipped "
             "inspector's intervals are calibrated on the residuals of held-out families "
             "(`family_intervals`; `scripts/calibrate_unseen_families.py` writes them into the "
@@ -1170,9 +1171,7 @@ def write_cards(ctx: Context) -> list[str]:
                 lines += [f"### {split} split ({r[split]['n_test']} test jobs)", ""] + _split_tables(r[split])
                 if split == "family":
                     lines += _against_tables(r[split])
-        unseen = _report_unseen({"settings": {setting: r}}, None)
-        if unseen:  # the same paragraph and row as results.md, under this card's heading
-            lines += ["### A model of a family the inspector did not train on", "", *unseen[2:]]
+        lines += _report_unseen({"settings": {setting: r}}, None, level="###")  # as in results.md
         with open(path) as f:
             card = f.read()
         start = card.find(CARD_HEADING)
