@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from driple.metrics import KINDS, resources, targets, unit
-from driple.predict.unseen import UNSEEN, UnseenFamilyCalibration
+from driple.predict.unseen import UNSEEN, joined_modes
 
 
 def format_number(x: float) -> str:
@@ -73,8 +73,7 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
         lines.append(f"[low, high]: {profile.nominal_coverage:.0%} prediction interval "
                      f"(split conformal{note})")
     if unseen:
-        record = about.get("unseen_family")
-        joined = bool(record) and bool(UnseenFamilyCalibration.from_dict(record).joined)
+        joined = bool(joined_modes((about.get("unseen_family") or {}).get("modes")))
         lines.append("a model family the inspector did not train on: "
                      + ("durations and intervals" if joined else "intervals") + " as calibrated on held-out families")
     lines += ["", profile.describe()]

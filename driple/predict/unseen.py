@@ -25,7 +25,7 @@ own held-out family).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -65,9 +65,9 @@ class UnseenFamilyCalibration:
 
     @property
     def joined(self) -> dict:
-        """The modes that change a prediction (not ``"inspector"``): without any, the roofline
+        """The modes that change a prediction (:func:`joined_modes`): without any, the roofline
         need not be evaluated."""
-        return {t: m for t, m in self.modes.items() if m != "inspector"}
+        return joined_modes(self.modes)
 
     def join(self, predicted: np.ndarray, roofline: Optional[np.ndarray], targets: Sequence[str]) -> np.ndarray:
         """``predicted`` ``[n, targets]`` (the inspector as it is) with the modes applied;
@@ -88,6 +88,11 @@ class UnseenFamilyCalibration:
             return cls(record["modes"], record["intervals"], record["families"], record.get("source"))
         except (KeyError, TypeError, ValueError) as err:
             raise DripleError(f"the unseen-family calibration is damaged ({type(err).__name__}: {err})") from None
+
+
+def joined_modes(modes: Optional[Mapping]) -> dict:
+    """The modes of ``{target: mode}`` that change a prediction (not ``"inspector"``)."""
+    return {t: m for t, m in (modes or {}).items() if m != "inspector"}
 
 
 def pooled(folds: Sequence[dict]) -> dict:
