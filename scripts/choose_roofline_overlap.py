@@ -28,22 +28,14 @@ def inner_leave_family_out(setting: str, models_dir: str) -> dict:
     the job and family counts, on the train + validation jobs of ``setting``'s shipped inspector."""
     import numpy as np
 
-    from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import InspectorDataset
-    from driple.inspector.evaluate import checkpoint_split
+    from driple.inspector.evaluate import own_jobs
     from driple.inspector.roofline_estimator import RooflineEstimator
     from driple.predict.registry import resolve
 
     path, _ = resolve(setting, root=models_dir)
     inspector = load_inspector(str(path))
-    dataset = inspector.info.get("dataset")
-    if not dataset:
-        raise DripleError(f"the {setting} inspector records no dataset")
-    b = inspector.build_options()
-    ds = InspectorDataset(dataset, groups=b["groups"], grouping=b["grouping"], features=b["features"],
-                          seed=b["seed"], progress=False)
-    split = checkpoint_split(inspector, ds)
+    ds, split = own_jobs(inspector)
     inner = np.array(sorted(split.train + split.val))
     family = np.array([ds[int(i)].family for i in inner])
     names = list(ds.target_names)

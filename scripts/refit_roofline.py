@@ -53,11 +53,9 @@ def previous_trained_line(card: Path) -> str:
 
 
 def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run: bool) -> dict:
-    from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import InspectorDataset
     from driple.inspector.ensemble import with_roofline
-    from driple.inspector.evaluate import checkpoint_split
+    from driple.inspector.evaluate import own_jobs
     from driple.predict.registry import load_registry, resolve
     from driple.predict.shipping import calibrate, ship
 
@@ -65,13 +63,7 @@ def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run:
     inspector = load_inspector(str(path))
     if inspector.roofline is None:
         return {"setting": setting, "status": "no roofline (nothing to refit)"}
-    dataset = inspector.info.get("dataset")
-    if not dataset:
-        raise DripleError(f"the {setting} inspector records no dataset: its training jobs are unknown")
-    b = inspector.build_options()
-    ds = InspectorDataset(dataset, groups=b["groups"], grouping=b["grouping"], features=b["features"],
-                          seed=b["seed"], progress=False)
-    split = checkpoint_split(inspector, ds)
+    ds, split = own_jobs(inspector)
     new = with_roofline(inspector, ds, split)
     old = inspector.roofline
     record = {"setting": setting, "overlap": new.roofline.overlap,
