@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMS = {"roofline": False, "roofline-overlap": True}
@@ -65,17 +66,15 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     a = p.parse_args(argv)
     from driple.errors import DripleError
-    from driple.predict.registry import load_registry
+    from driple.predict.registry import list_settings, no_inspector_message
 
     os.chdir(ROOT)  # datasets are recorded relative to the repository
     try:
-        from pathlib import Path
-
-        registry = load_registry(Path(os.path.abspath(a.models_dir)))
-        settings = a.settings or sorted(e["setting"] for e in registry.get("inspectors", []))
+        models = Path(os.path.abspath(a.models_dir))
+        settings = a.settings or sorted(e["setting"] for e in list_settings(models))
         if not settings:
-            raise DripleError(f"no shipped inspector in {a.models_dir}")
-        done = {s: inner_leave_family_out(s, os.path.abspath(a.models_dir)) for s in settings}
+            raise DripleError(no_inspector_message(models))
+        done = {s: inner_leave_family_out(s, models) for s in settings}
     except DripleError as err:
         print(f"choose_roofline_overlap: error: {err}", file=sys.stderr)
         return 2

@@ -101,16 +101,15 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
     a = p.parse_args(argv)
     from driple.errors import DripleError
-    from driple.predict.registry import load_registry
+    from driple.predict.registry import list_settings, no_inspector_message
 
     command = "python scripts/refit_roofline.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     os.chdir(ROOT)  # datasets are recorded relative to the repository
     try:
         models = Path(os.path.abspath(a.models_dir))
-        registry = load_registry(models)
-        settings = a.settings or sorted(e["setting"] for e in registry.get("inspectors", []))
+        settings = a.settings or sorted(e["setting"] for e in list_settings(models))
         if not settings:
-            raise DripleError(f"no shipped inspector in {models}")
+            raise DripleError(no_inspector_message(models))
         for setting in settings:
             r = refit(setting, models, a.coverage, command.strip(), a.dry_run)
             alphas = ", ".join(f"{t} {v:g}" for t, v in r.get("overlap", {}).items()) or "none"

@@ -85,22 +85,33 @@ def fit_rates(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     rows with a positive, finite ``y`` (scipy's NNLS)."""
     from scipy.optimize import nnls
 
-    ok = np.isfinite(y) & (y > 0) & np.isfinite(X).all(1)
+    ok = _fit_rows(X, y)
     if not ok.any():
         raise DripleError("no training job with a positive measured value to fit the roofline on")
     w, _ = nnls(X[ok] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * X.shape[1])
     return w
 
 
+def _fit_rows(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The rows a fit uses: a positive, finite measured value and finite design terms."""
+    return np.isfinite(y) & (y > 0) & np.isfinite(X).all(1)
+
+
+def _compute_and_comm(X: np.ndarray, w: np.ndarray) -> tuple:
+    """``(compute, comm)`` seconds of the design rows ``X`` with weights ``w``: the communication
+    term, and every other weighted term summed."""
+    comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
+    return X @ w - comm, comm
+
+
 def overlapped(X: np.ndarray, weights: np.ndarray, alpha: float = 0.0) -> np.ndarray:
     """Durations of the design rows ``X``: compute + comm - ``alpha`` x min(compute, comm), compute
     being every weighted term but the communication (``alpha`` 0: ``X @ weights``)."""
     w = np.asarray(weights, dtype=np.float64)
-    total = X @ w
     if not alpha:
-        return total
-    comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
-    return total - alpha * np.minimum(total - comm, comm)
+        return X @ w
+    compute, comm = _compute_and_comm(X, w)
+    return compute + comm - alpha * np.minimum(compute, comm)
 
 
 def fit_overlap(X: np.ndarray, y: np.ndarray, grid: Sequence[float] = OVERLAP_GRID,
@@ -109,15 +120,15 @@ def fit_overlap(X: np.ndarray, y: np.ndarray, grid: Sequence[float] = OVERLAP_GR
     communication scaled by ``1 - alpha`` (which side is shorter taken from the previous fit,
     ``rounds`` times), the pair with the lowest relative squared error on the rows of
     :func:`fit_rates`. ``alpha`` 0 gives :func:`fit_rates`'s weights."""
-    ok = np.isfinite(y) & (y > 0) & np.isfinite(X).all(1)
+    ok = _fit_rows(X, y)
     start = fit_rates(X, y)
     compute_cols = [j for j in range(X.shape[1]) if j != COMM_COLUMN]
     best = None
     for alpha in grid:
         w = start
         for _ in range(rounds if alpha else 0):
-            comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
-            comm_shorter = comm < X @ w - comm
+            compute, comm = _compute_and_comm(X, w)
+            comm_shorter = comm < compute
             scaled = np.array(X, dtype=np.float64, copy=True)
             scaled[comm_shorter, COMM_COLUMN] *= 1.0 - alpha
             scaled[np.ix_(~comm_shorter, compute_cols)] *= 1.0 - alpha
