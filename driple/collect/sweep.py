@@ -203,11 +203,11 @@ def run_sweep(
                           max_run_delay=retry_delayed)
     jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
     pending = [(s, j) for s, j in jobs if j not in done]
+    counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
     if max_jobs is not None:
         if max_jobs < 0:
             raise DripleError(f"--max-jobs must be >= 0, not {max_jobs}")
-        pending = pending[:max_jobs]
-    counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
+        pending = pending[:max_jobs]  # the rest is left for a later run, not "done before"
 
     from tqdm import tqdm
 

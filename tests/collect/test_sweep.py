@@ -91,6 +91,23 @@ def test_sweep_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert len(json.loads((out / "provenance.json").read_text())["runs"]) == 3
 
 
+def test_max_jobs_leaves_the_rest_for_later(tmp_path, monkeypatch, capsys):
+    """A slice of --max-jobs: the jobs it leaves are pending, not "done before" (they were
+    counted as done, and the "left for a later run" line never showed)."""
+    from driple.cli import main
+
+    monkeypatch.setattr(launcher, "run_job", lambda spec, setting, seconds, out_dir, job_id, **kw: JobResult(
+        {"job_id": job_id, "setting": setting.id, "model": spec.model, "batch_size": spec.batch_size,
+         "status": "ok", "reason": ""}, None))
+    grid, out = _grid(tmp_path, n=5), tmp_path / "ds"
+    assert run_sweep(grid, out, "cpu-ddp-w2-lo", progress=False, max_jobs=2) == {
+        "total": 5, "skipped": 0, "ok": 2, "failed": 0}
+    assert main(["collect", "sweep", "--grid", str(grid), "--out", str(out), "--setting", "cpu-ddp-w2-lo",
+                 "--max-jobs", "2", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert "5 jobs: 2 done before, 2 ok, 0 failed" in said and "1 jobs left for a later run (--max-jobs 2)" in said
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_a_sweep_loses_nothing(tmp_path, pids_of, terminal_preexec):
     """SIGINT to the sweep's process group (a terminal's Ctrl-C) while its second job runs."""
