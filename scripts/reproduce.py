@@ -30,10 +30,13 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   labelled "family seen in source"). On the family split also the calibration for models of
   an unseen family (:mod:`driple.predict.unseen`: roofline modes and intervals from the
   held-out jobs; ``scripts/calibrate_unseen_families.py`` ships it) and its cross-fitted check.
-- ``outofzoo``: the source inspector as shipped on ``--out-of-zoo`` (default
-  ``datasets/out-of-zoo``: architectures written by others, never trained on or chosen with),
-  beside the baselines fitted on its own training jobs (``driple evaluate --external``), with
-  interval coverage.
+- ``outofzoo``: the shipped inspector of each ``--out-of-zoo`` set's setting on that set
+  (default: :data:`DEFAULT_OUT_OF_ZOO`, architectures written by others, never trained on or
+  chosen with: ``datasets/out-of-zoo`` in the source setting, the set issue #15's bar is about,
+  and the same architectures in the parameter-server setting on its CPU model), beside the
+  baselines fitted on that inspector's own training jobs (``driple evaluate --external``), with
+  interval coverage; ``outofzoo.json`` for the source setting's set, ``outofzoo-<setting>.json``
+  for another setting's.
 - ``colocate``: every ``corun-<setting>`` dataset (``driple collect corun``) whose setting has
   an inspector: the pairs predicted with it and with the jobs' solo measurements, against what
   was measured while they ran together, and the confusion table of predicted fit ("packs well")
@@ -493,17 +496,66 @@ def _cpu_models_text(frame) -> str | None:
     return ", ".join(cpu_models(frame)) or None
 
 
+#: The out-of-zoo sets under ``datasets/`` evaluated by default (``--out-of-zoo`` replaces them):
+#: the source setting's (issue #15's bar) and the same grid measured in the parameter-server
+#: setting on the CPU model of its dataset.
+DEFAULT_OUT_OF_ZOO = ("out-of-zoo", os.path.join("v2-intel", "out-of-zoo-cpu-ps-p1w2-1g"))
+
+
+def out_of_zoo_sets(args) -> list[str]:
+    """The out-of-zoo directories to evaluate: ``--out-of-zoo`` as given (absolute), else every
+    one of :data:`DEFAULT_OUT_OF_ZOO` that holds measured jobs."""
+    if args.out_of_zoo:
+        return [os.path.abspath(d) for d in args.out_of_zoo]
+    found = [os.path.join(ROOT, "datasets", d) for d in DEFAULT_OUT_OF_ZOO]
+    return [d for d in found if os.path.exists(os.path.join(d, "results.csv"))]
+
+
+def out_of_zoo_setting(root: str) -> str:
+    """The one setting the jobs of an out-of-zoo set ran in (its ``setting`` column)."""
+    from driple.csvtable import read_csv
+    from driple.errors import DripleError
+
+    settings = sorted(set(read_csv(os.path.join(root, "results.csv"))["setting"].dropna()))
+    if len(settings) != 1:
+        raise DripleError(f"an out-of-zoo set holds the jobs of one setting; {root} has "
+                          f"{', '.join(settings) or 'none'}")
+    return settings[0]
+
+
+def outofzoo_name(ctx: Context, setting: str) -> str:
+    """The JSON an out-of-zoo set's section writes: ``outofzoo`` for the source setting's set,
+    ``outofzoo-<setting>`` for another setting's."""
+    return "outofzoo" if setting == ctx.source_setting() else f"outofzoo-{setting}"
+
+
 def section_outofzoo(ctx: Context) -> None:
-    """The source inspector, as shipped, on the out-of-zoo set (architectures written by others,
-    never trained on or chosen with), beside the baselines fitted on its own training jobs."""
+    """Each out-of-zoo set (:func:`out_of_zoo_sets`): its setting's shipped inspector on it."""
+    from driple.errors import DripleError
+
+    sets = out_of_zoo_sets(ctx.args)
+    if not sets:
+        _say("outofzoo: no measured out-of-zoo set; skipped")
+    names = {}
+    for root in sets:
+        if not os.path.exists(os.path.join(root, "results.csv")):
+            _say(f"outofzoo: no measured jobs in {root}; skipped")
+            continue
+        setting = out_of_zoo_setting(root)
+        if setting in names:
+            raise DripleError(f"two out-of-zoo sets of {setting}: {names[setting]} and {root}; "
+                              "give one per setting")
+        names[setting] = root
+        _outofzoo_set(ctx, root, setting)
+
+
+def _outofzoo_set(ctx: Context, root: str, setting: str) -> None:
+    """The shipped inspector of ``setting``, as shipped, on the out-of-zoo set at ``root``
+    (architectures written by others, never trained on or chosen with), beside the baselines
+    fitted on its own training jobs."""
     from driple.inspector.evaluate import evaluate, format_report, to_json
 
     a = ctx.args
-    root = os.path.abspath(a.out_of_zoo)
-    if not os.path.exists(os.path.join(root, "results.csv")):
-        _say(f"outofzoo: no measured jobs in {root}; skipped")
-        return
-    setting = ctx.source_setting()
     inspector = ctx.inspector(setting)
     ds = ctx.dataset(setting, inspector.build_options())
     external = ctx.dataset(setting, inspector.build_options(), root=root)
@@ -515,11 +567,13 @@ def section_outofzoo(ctx: Context) -> None:
     held = {"measured": to_json(fold["measured"]), "predicted": to_json(fold["predictions"]["inspector"])}
     if "roofline" in fold["predictions"]:  # what the unseen-family calibration joins in
         held["roofline"] = to_json(fold["predictions"]["roofline"])
-    ctx.save("outofzoo", {"setting": setting, "out_of_zoo": root, "jobs": len(external),
-                          **to_json(report), "coverage": _coverage(report, a.coverage),
-                          "inspector_predictions": held,
-                          "seconds": time.perf_counter() - t0,
-                          "command_of_a_row": f"driple evaluate <models>/{setting} --external {a.out_of_zoo}"})
+    name = outofzoo_name(ctx, setting)
+    ctx.save(name, {"setting": setting, "out_of_zoo": root, "jobs": len(external),
+                    "source": name == "outofzoo",
+                    **to_json(report), "coverage": _coverage(report, a.coverage),
+                    "inspector_predictions": held,
+                    "seconds": time.perf_counter() - t0,
+                    "command_of_a_row": f"driple evaluate <models>/{setting} --external {_shown(root)}"})
 
 
 def section_colocate(ctx: Context) -> None:
@@ -836,8 +890,9 @@ def _pct(v) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
-def _standing_row(name: str, rep: dict, step_bar: float, other_families: bool = True) -> str:
-    """One row of :func:`_report_standing` for an evaluated split (``mape`` in %)."""
+def _standing_row(name: str, rep: dict, step_bar: float | None, other_families: bool = True) -> str:
+    """One row of :func:`_report_standing` for an evaluated split (``mape`` in %; no step-time
+    bar: None)."""
     s = rep["scores"]
     step = {m: s[m].get("step_time", {}).get("mape") for m in ("inspector", "roofline", "analytic", "hgb-priors")
             if m in s}
@@ -852,7 +907,10 @@ def _standing_row(name: str, rep: dict, step_bar: float, other_families: bool = 
     else:
         cells += ["-", "-", "-"]
     mine = step.get("inspector")
-    cells.append("-" if mine is None else f"{_pct(mine)}{' ✓' if mine <= step_bar else ''} (bar {step_bar:.0f}%)")
+    if mine is None or step_bar is None:
+        cells.append(_pct(mine))
+    else:
+        cells.append(f"{_pct(mine)}{' ✓' if mine <= step_bar else ''} (bar {step_bar:.0f}%)")
     cells += [_pct(step.get(m)) for m in ("roofline", "analytic", "hgb-priors")]
     fl = (floor.get("step_time") or {}).get("floor")
     cells.append(_pct(fl))
@@ -864,15 +922,16 @@ def _standing_row(name: str, rep: dict, step_bar: float, other_families: bool = 
     return "| " + " | ".join(cells) + " |"
 
 
-def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
-    """Issue #15's bars in one table: held-out families per setting and the out-of-zoo set."""
+def _report_standing(acc: dict | None, oozs: list) -> list[str]:
+    """Issue #15's bars in one table: held-out families per setting and the out-of-zoo sets (the
+    step-time bar on the source setting's)."""
     sets = [(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
             for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
-    if ooz and ooz.get("scores"):
+    for ooz in oozs:
         other = _outofzoo_other_families(acc, ooz)
         if other is not None:
             ooz = {**ooz, "coverage_other_families": {"inspector": {"mean": other}}}
-        sets.append((f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz, BAR_STEP_OUTOFZOO))
+        sets.append((_outofzoo_label(ooz), ooz, BAR_STEP_OUTOFZOO if ooz.get("source", True) else None))
     if not sets:
         return []
     other = any(_other_families_coverage_of(rep) is not None for _, rep, _ in sets)  # runs before s29: none
@@ -903,13 +962,13 @@ def _report_standing(acc: dict | None, ooz: dict | None) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if other else ""), *rows, "", *tail]
 
 
-def _report_unseen(acc: dict | None, ooz: dict | None, level: str = "##") -> list[str]:
+def _report_unseen(acc: dict | None, oozs: list, level: str = "##") -> list[str]:
     """What the shipped inspector does for a model of a family it did not train on (a user's
     model): its seen-family intervals against intervals calibrated on held-out families (what
     it ships), and the alternative of also joining the roofline as chosen on held-out families
     (:func:`_unseen_modes`), each measured cross-fitted on the held-out families; the out-of-zoo
-    jobs with the source's calibration from all its folds. ``level``: the heading's markdown
-    level (``###`` in a model card)."""
+    sets (``oozs``) with their setting's calibration from all its folds. ``level``: the heading's
+    markdown level (``###`` in a model card)."""
     from driple.inspector.scores import table_summary
 
     def median(table) -> float | None:
@@ -942,9 +1001,9 @@ def _report_unseen(acc: dict | None, ooz: dict | None, level: str = "##") -> lis
                           f"{_pct(median(n['scores']))}")
     if not rows:
         return []
-    if ooz and ooz.get("scores"):
-        rows.append(row(f"out of zoo ({ooz.get('setting', '?')} inspector)", ooz,
-                        _outofzoo_other_families(acc, ooz), _outofzoo_unseen_modes(acc, ooz)))
+    for ooz in oozs:
+        rows.append(row(_outofzoo_label(ooz), ooz, _outofzoo_other_families(acc, ooz),
+                        _outofzoo_unseen_modes(acc, ooz)))
     return [f"{level} A model of a family the inspector did not train on", "",
             "A user's model belongs to no family the inspector trained on. For such a job the shipped "
             "inspector's intervals are calibrated on the residuals of held-out families "
@@ -1013,6 +1072,21 @@ def _report_accuracy(acc) -> list[str]:
             lines.append(f"| {setting} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
+
+
+def outofzoo_results(ctx: Context) -> list[dict]:
+    """Every out-of-zoo section's results in ``ctx.out`` with scores: the source setting's set
+    (``outofzoo.json``) first, then the other settings' (``outofzoo-<setting>.json``) by name."""
+    import glob
+
+    names = ["outofzoo"] + sorted(os.path.basename(p)[:-len(".json")]
+                                  for p in glob.glob(os.path.join(ctx.out, "outofzoo-*.json")))
+    return [r for r in map(ctx.load, names) if r and r.get("scores")]
+
+
+def _outofzoo_label(ooz: dict) -> str:
+    """How the bars' tables name an out-of-zoo set."""
+    return f"out of zoo ({ooz.get('setting', '?')} inspector)"
 
 
 def _report_outofzoo(ooz) -> list[str]:
@@ -1171,7 +1245,7 @@ def write_cards(ctx: Context) -> list[str]:
                 lines += [f"### {split} split ({r[split]['n_test']} test jobs)", ""] + _split_tables(r[split])
                 if split == "family":
                     lines += _against_tables(r[split])
-        lines += _report_unseen({"settings": {setting: r}}, None, level="###")  # as in results.md
+        lines += _report_unseen({"settings": {setting: r}}, [], level="###")  # as in results.md
         with open(path) as f:
             card = f.read()
         start = card.find(CARD_HEADING)
@@ -1192,15 +1266,17 @@ def report(ctx: Context) -> str:
              f"Generated by `python scripts/reproduce.py` from the datasets in `{_shown(ctx.datasets)}` and "
              "the configurations of the shipped inspectors (CPU-host labels: compute = CPU, memory = "
              "allocated bytes / RSS; no GPU figures).", ""]
+    oozs = outofzoo_results(ctx)
     for section, fmt in (("labels", _report_labels), ("retest", _report_retest),
-                         ("accuracy", _report_accuracy), ("outofzoo", _report_outofzoo),
+                         ("accuracy", _report_accuracy), ("outofzoo", None),
                          ("colocate", _report_colocate), ("transfer", _report_transfer),
                          ("design", _report_design)):
-        data = ctx.load(section)
-        if data:
-            lines += fmt(data)
-    lines += _report_standing(ctx.load("accuracy"), ctx.load("outofzoo"))
-    lines += _report_unseen(ctx.load("accuracy"), ctx.load("outofzoo"))
+        if section == "outofzoo":
+            lines += [line for ooz in oozs for line in _report_outofzoo(ooz)]
+        elif ctx.load(section):
+            lines += fmt(ctx.load(section))
+    lines += _report_standing(ctx.load("accuracy"), oozs)
+    lines += _report_unseen(ctx.load("accuracy"), oozs)
     return "\n".join(lines)
 
 
@@ -1285,9 +1361,11 @@ def run_side_by_side(ctx: Context, sections: list[str]) -> None:
     settings = ctx.settings()
     for setting in settings:  # one builder, so that no two processes write one cache entry
         ctx.dataset(setting, ctx.inspector(setting).build_options())
-    if "outofzoo" in sections and os.path.exists(os.path.join(a.out_of_zoo, "results.csv")):
-        source = ctx.source_setting()
-        ctx.dataset(source, ctx.inspector(source).build_options(), root=os.path.abspath(a.out_of_zoo))
+    if "outofzoo" in sections:
+        for root in out_of_zoo_sets(a):
+            if os.path.exists(os.path.join(root, "results.csv")):
+                setting = out_of_zoo_setting(root)
+                ctx.dataset(setting, ctx.inspector(setting).build_options(), root=root)
 
     children = []
     if "accuracy" in sections:
@@ -1403,9 +1481,10 @@ def main(argv=None) -> int:
                    "directory is then only read)")
     p.add_argument("--graph-cache", default=None, help="graph cache directory (default: beside the datasets)")
     p.add_argument("--settings", nargs="*", default=None, help="limit the sections to these settings")
-    p.add_argument("--out-of-zoo", default=os.path.join(ROOT, "datasets", "out-of-zoo"), metavar="DIR",
-                   help="outofzoo: the held-out set of architectures written by others (default "
-                   "datasets/out-of-zoo; measured in the source setting)")
+    p.add_argument("--out-of-zoo", action="append", default=None, metavar="DIR",
+                   help="outofzoo: a held-out set of architectures written by others, scored with the "
+                   "shipped inspector of the setting its jobs ran in (repeatable, one set per setting; "
+                   "default: " + ", ".join(f"datasets/{d}" for d in DEFAULT_OUT_OF_ZOO) + ", those measured)")
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")

@@ -276,6 +276,41 @@ def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_pa
     assert "--external scores the inspector as trained" in capsys.readouterr().err
 
 
+def test_an_out_of_zoo_set_per_setting(reproduce, shipped, tmp_path, write_dataset, capsys):
+    """Out-of-zoo sets of two settings: each scored by its setting's shipped inspector, the
+    source's in outofzoo.json (with the step-time bar), the other's in outofzoo-<setting>.json
+    (without); two sets of one setting are refused."""
+    data, models = shipped
+    sets = {}
+    for setting in ("cpu-ddp-w2-lo", "cpu-ddp-w2-1g"):
+        ooz = write_dataset(tmp_path / f"ooz-{setting}", n_configs=6, setting=setting)
+        path = Path(ooz, "results.csv")
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0], *("ooz" + line for line in lines[1:])]) + "\n")
+        sets[setting] = ooz
+    out = tmp_path / "eval"
+    argv = ["--sections", "outofzoo", "--datasets-dir", str(data), "--models-dir", str(models),
+            "--out", str(out), "--work-dir", str(tmp_path / "work"), "--estimators", "mean", "--quiet"]
+    assert reproduce.main(argv + ["--out-of-zoo", sets["cpu-ddp-w2-1g"], "--out-of-zoo", sets["cpu-ddp-w2-lo"]]) == 0
+    source = json.loads((out / "outofzoo.json").read_text())
+    other = json.loads((out / "outofzoo-cpu-ddp-w2-1g.json").read_text())
+    assert (source["setting"], source["source"], other["setting"], other["source"]) == (
+        "cpu-ddp-w2-lo", True, "cpu-ddp-w2-1g", False)
+    assert other["command_of_a_row"].startswith("driple evaluate <models>/cpu-ddp-w2-1g --external ")
+    report = (out / "results.md").read_text()
+    assert report.index("(cpu-ddp-w2-lo)\n") < report.index("(cpu-ddp-w2-1g)\n")  # the source's set first
+    rows = {}  # the bars' table (the first with these rows; the medians' table follows)
+    for line in report.splitlines():
+        if line.startswith("| out of zoo ("):
+            rows.setdefault(line.split(" | ")[0], line)
+    assert "(bar 15%)" in rows["| out of zoo (cpu-ddp-w2-lo inspector)"]
+    assert "(bar" not in rows["| out of zoo (cpu-ddp-w2-1g inspector)"]
+    capsys.readouterr()
+    twice = write_dataset(tmp_path / "ooz-lo-again", n_configs=6)
+    assert reproduce.main(argv + ["--out-of-zoo", sets["cpu-ddp-w2-lo"], "--out-of-zoo", twice]) == 2
+    assert "two out-of-zoo sets of cpu-ddp-w2-lo" in capsys.readouterr().err
+
+
 def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tmp_path, write_dataset):
     """With a settings.json, a setting's dataset (and its retest beside it) is the one the index
     names; the same grid measured in another collection (another host) is compared label by label."""
@@ -381,17 +416,17 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
            "coverage": {"inspector": {"mean": 0.25}},
            "inspector_predictions": {"measured": y.tolist(), "predicted": (2 * y).tolist(), "roofline": y.tolist()}}
     assert reproduce._outofzoo_unseen_modes(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
-    text = "\n".join(reproduce._report_unseen(acc, ooz))
+    text = "\n".join(reproduce._report_unseen(acc, [ooz]))
     assert "| s, held-out families | 24 | 100.0% | 100.0% | 50.0% | 87.5% | 0.0% | 0.0% |" in text
     # out of zoo: the held-out intervals (ratios 1.5-2.5) cover the out-of-zoo jobs (ratio 2)
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
     assert "- s: the roofline would join step_time roofline" in text
-    assert reproduce._report_unseen({"settings": {}}, ooz) == []
+    assert reproduce._report_unseen({"settings": {}}, [ooz]) == []
     four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
     assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32
     acc["settings"]["s"]["family"]["unseen_modes"] = json.loads(json.dumps(four))
     assert "- s: modes taken for 4 of 4 families; step time 0.0%, median MAPE 0.0%" in "\n".join(
-        reproduce._report_unseen(acc, ooz))
+        reproduce._report_unseen(acc, [ooz]))
 
 
 def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
@@ -426,17 +461,17 @@ def test_standing_table_states_each_bar_from_the_scores(reproduce):
 
     family = {**rep(9.0, 11.0, 18.0, 22.0), "coverage_other_families": {"inspector": {"mean": 0.9}}}
     lines = reproduce._report_standing({"settings": {"s": {"family": family}}},
-                                       {**rep(16.0, 20.0, 30.0, 30.0), "setting": "s"})
+                                       [{**rep(16.0, 20.0, 30.0, 30.0), "setting": "s"}])
     table = [line for line in lines if line.startswith("| s,") or line.startswith("| out of zoo")]
     assert table[0].split(" | ")[1:7] == ["7", "10.0%", "20.0% (hgb)", "50%", "9.0% ✓ (bar 10%)", "8.0%"]
     assert table[0].endswith("| 5.0% | 87.5% | 90.0% | tx_idle_duration |")
     assert table[1].endswith("| 87.5% | - | tx_idle_duration |")  # out of zoo: no folds to calibrate on
     assert "16.0% (bar 15%)" in table[1] and "✓" not in table[1]
-    plain = reproduce._report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}}, None)
+    plain = reproduce._report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}}, [])
     assert [line for line in plain if line.startswith("| s,")][0].endswith("| 5.0% | 87.5% | tx_idle_duration |")
     assert not any("calibrated on unseen families" in line for line in plain)  # a run without them
     assert "| s, held-out families | 10.0% | 20.0% | 19.0% |" in lines  # median per estimator
-    assert reproduce._report_standing(None, None) == []
+    assert reproduce._report_standing(None, []) == []
 
 
 def test_transfer_overview_puts_each_fraction_on_one_row(reproduce):
