@@ -568,12 +568,53 @@ def _outofzoo_set(ctx: Context, root: str, setting: str) -> None:
     if "roofline" in fold["predictions"]:  # what the unseen-family calibration joins in
         held["roofline"] = to_json(fold["predictions"]["roofline"])
     name = outofzoo_name(ctx, setting)
+    drift = session_drift(root, ctx.dataset_dir(setting))
+    if drift:  # the set's host against the dataset's: the same jobs measured beside the set
+        drift["scores"] = _drift_corrected_scores(report, drift)
     ctx.save(name, {"setting": setting, "out_of_zoo": root, "jobs": len(external),
-                    "source": name == "outofzoo",
+                    "source": name == "outofzoo", "drift": drift,
                     **to_json(report), "coverage": _coverage(report, a.coverage),
                     "inspector_predictions": held,
                     "seconds": time.perf_counter() - t0,
                     "command_of_a_row": f"driple evaluate <models>/{setting} --external {_shown(root)}"})
+
+
+def session_drift(root: str, dataset_dir: str) -> dict | None:
+    """How much slower or faster the host of an out-of-zoo set ran than the host of its
+    setting's dataset: when the set's ``provenance.json`` names a ``same_session_retest``
+    (a ``<dataset>-retest-<name>`` directory beside the dataset, measured in the set's session),
+    per label the median ratio of those jobs to the dataset's rows
+    (:func:`driple.collect.retest.host_ratio_table`); None otherwise. The hardware is part of
+    the setting, and a VM of one CPU model drifts between sessions: without this the set's
+    errors would mix the inspector's with the host's."""
+    from driple.collect.retest import host_ratio_table
+    from driple.errors import DripleError
+
+    try:
+        with open(os.path.join(root, "provenance.json")) as f:
+            name = json.load(f).get("same_session_retest")
+    except (OSError, ValueError):
+        return None
+    if not name:
+        return None
+    retest = os.path.join(os.path.dirname(os.path.normpath(dataset_dir)), name)
+    if not os.path.exists(os.path.join(retest, "results.csv")):
+        raise DripleError(f"{root} names its same-session retest {name}, which is not beside {dataset_dir}")
+    table = host_ratio_table(retest, dataset_dir)
+    return {"retest": _shown(retest), "jobs": table["jobs"],
+            "ratio": {t: v["median_ratio"] for t, v in table["labels"].items()}}
+
+
+def _drift_corrected_scores(report: dict, drift: dict) -> dict:
+    """Every estimator's scores on the external fold with each measured label divided by the
+    host's drift ratio (:func:`session_drift`): the errors on the dataset's host."""
+    from driple.inspector.scores import score_table
+
+    fold = report["folds"][0]
+    ratio = np.array([drift["ratio"].get(t, np.nan) for t in report["targets"]])
+    measured = np.asarray(fold["measured"], dtype=float) / ratio
+    return {m: score_table(measured, np.asarray(p, dtype=float), report["targets"])
+            for m, p in fold["predictions"].items()}
 
 
 def section_colocate(ctx: Context) -> None:
@@ -931,7 +972,12 @@ def _report_standing(acc: dict | None, oozs: list) -> list[str]:
         other = _outofzoo_other_families(acc, ooz)
         if other is not None:
             ooz = {**ooz, "coverage_other_families": {"inspector": {"mean": other}}}
-        sets.append((_outofzoo_label(ooz), ooz, BAR_STEP_OUTOFZOO if ooz.get("source", True) else None))
+        bar = BAR_STEP_OUTOFZOO if ooz.get("source", True) else None
+        sets.append((_outofzoo_label(ooz), ooz, bar))
+        if ooz.get("drift"):  # the same set on its dataset's host (:func:`session_drift`)
+            sets.append((_outofzoo_label(ooz) + ", host drift corrected",
+                         {**ooz, "scores": ooz["drift"]["scores"], "coverage": None,
+                          "coverage_other_families": None}, bar))
     if not sets:
         return []
     other = any(_other_families_coverage_of(rep) is not None for _, rep, _ in sets)  # runs before s29: none
@@ -1094,7 +1140,24 @@ def _report_outofzoo(ooz) -> list[str]:
     return [f"## Out-of-zoo: {ooz['jobs']} jobs of architectures written by others ({ooz['setting']})", "",
             f"`{ooz['out_of_zoo']}`: never trained on, never used to choose. The inspector as "
             "shipped; the baselines fitted on its own training and validation jobs; intervals "
-            "calibrated on its calibration jobs.", ""] + _split_tables(rep)
+            "calibrated on its calibration jobs.", ""] + _split_tables(rep) + _drift_lines(ooz)
+
+
+def _drift_lines(ooz) -> list[str]:
+    """The set's host against its dataset's (:func:`session_drift`) and the MAPE with the
+    measured labels corrected for it."""
+    drift = ooz.get("drift")
+    if not drift:
+        return []
+    ratio, scores = drift["ratio"], drift["scores"]
+    names = [m for m in ooz["estimators"] if m in scores]
+    rows = [f"| {t} | {ratio[t]:.2f}x | " + " | ".join(_f(scores[m][t]["mape"], True) for m in names) + " |"
+            for t in ooz["targets"] if t in ratio]
+    return [f"This set's host against the dataset's: the {drift['jobs']} jobs of `{drift['retest']}`, "
+            "measured in the same session as the set, beside their rows in the dataset (median ratio "
+            "per label). MAPE % with each measured label divided by that ratio (the errors on the "
+            "dataset's host):", "",
+            "| target | host ratio | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names), *rows, ""]
 
 
 def _report_colocate(co) -> list[str]:

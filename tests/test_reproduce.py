@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import driple.inspector.dataset as dataset_module
@@ -309,6 +310,40 @@ def test_an_out_of_zoo_set_per_setting(reproduce, shipped, tmp_path, write_datas
     twice = write_dataset(tmp_path / "ooz-lo-again", n_configs=6)
     assert reproduce.main(argv + ["--out-of-zoo", sets["cpu-ddp-w2-lo"], "--out-of-zoo", twice]) == 2
     assert "two out-of-zoo sets of cpu-ddp-w2-lo" in capsys.readouterr().err
+
+
+def test_an_out_of_zoo_set_on_a_drifted_host_is_also_scored_on_the_dataset_s_host(reproduce, tmp_path,
+                                                                                  write_dataset):
+    """The set's provenance names the retest jobs measured beside it; their rows against the
+    dataset's (here every step 1.25x as long) give the host's drift per label, and the scores
+    are computed again with the measured labels divided by it."""
+    import pandas as pd
+
+    from driple.errors import DripleError
+    from driple.inspector.scores import score_table
+
+    data = write_dataset(tmp_path / "cpu-ps-p1w2-1g", n_configs=6)
+    later = write_dataset(tmp_path / "cpu-ps-p1w2-1g-retest-later1", n_configs=6)
+    frame = pd.read_csv(Path(later, "results.csv"))
+    frame["step_time"] = frame["step_time"] * 1.25
+    frame.to_csv(Path(later, "results.csv"), index=False)
+    ooz = tmp_path / "ooz"
+    ooz.mkdir()
+    assert reproduce.session_drift(str(ooz), data) is None  # no provenance: nothing to correct
+    (ooz / "provenance.json").write_text(json.dumps({"same_session_retest": "cpu-ps-p1w2-1g-retest-later1"}))
+    drift = reproduce.session_drift(str(ooz), data)
+    assert drift["jobs"] == 6 and drift["ratio"]["step_time"] == pytest.approx(1.25)
+    assert drift["ratio"]["compute_burst_amount"] == pytest.approx(1.0)
+
+    targets = ["compute_burst_amount", "step_time"]
+    measured = np.array([[50.0, 1.25], [80.0, 2.5]])
+    report = {"targets": targets, "folds": [{"measured": measured, "predictions": {"inspector": [[50.0, 1.0], [80.0, 2.0]]}}]}
+    scores = reproduce._drift_corrected_scores(report, drift)["inspector"]
+    assert scores["step_time"]["mape"] == pytest.approx(0.0)  # exact on the dataset's host
+    assert scores == score_table(measured / [1.0, 1.25], np.array([[50.0, 1.0], [80.0, 2.0]]), targets)
+    (ooz / "provenance.json").write_text(json.dumps({"same_session_retest": "nowhere"}))
+    with pytest.raises(DripleError, match="names its same-session retest nowhere"):
+        reproduce.session_drift(str(ooz), data)
 
 
 def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tmp_path, write_dataset):
