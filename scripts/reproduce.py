@@ -1123,10 +1123,7 @@ def _report_accuracy(acc) -> list[str]:
 def outofzoo_results(ctx: Context) -> list[dict]:
     """Every out-of-zoo section's results in ``ctx.out`` with scores: the source setting's set
     (``outofzoo.json``) first, then the other settings' (``outofzoo-<setting>.json``) by name."""
-    import glob
-
-    names = ["outofzoo"] + sorted(os.path.basename(p)[:-len(".json")]
-                                  for p in glob.glob(os.path.join(ctx.out, "outofzoo-*.json")))
+    names = ["outofzoo"] + [name[:-len(".json")] for name in _section_files(ctx.out, "outofzoo")]
     return [r for r in map(ctx.load, names) if r and r.get("scores")]
 
 
@@ -1492,6 +1489,13 @@ def _run_sections(ctx: Context, sections: list[str]) -> None:
         globals()[f"section_{section}"](ctx)
 
 
+def _section_files(out: str, section: str) -> list[str]:
+    """A section's JSON files per setting in ``out`` (``<section>-<setting>.json``), by name."""
+    import glob
+
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(out), f"{section}-*.json")))
+
+
 def _merge(ctx: Context, children: list[tuple[str, list[str], list[str] | None]]) -> None:
     """Children's JSON into ``ctx.out``. ``children``: (output directory, the sections it ran,
     the settings it ran them for; None: all). Each child starts from a copy of the earlier
@@ -1510,8 +1514,9 @@ def _merge(ctx: Context, children: list[tuple[str, list[str], list[str] | None]]
                 first = first or data
                 merged.update({s: e for s, e in (data.get("settings") or {}).items()
                                if only is None or s in only})
-            else:
-                shutil.copy2(path, os.path.join(ctx.out, f"{section}.json"))
+            else:  # with the section's files per setting (outofzoo-<setting>.json)
+                for name in [f"{section}.json", *_section_files(out, section)]:
+                    shutil.copy2(os.path.join(out, name), os.path.join(ctx.out, name))
     if first is not None:
         source = first.get("source")
         order = sorted(merged, key=lambda s: s != source)

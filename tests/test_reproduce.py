@@ -306,6 +306,13 @@ def test_an_out_of_zoo_set_per_setting(reproduce, shipped, tmp_path, write_datas
             rows.setdefault(line.split(" | ")[0], line)
     assert "(bar 15%)" in rows["| out of zoo (cpu-ddp-w2-lo inspector)"]
     assert "(bar" not in rows["| out of zoo (cpu-ddp-w2-1g inspector)"]
+    # side by side (--jobs): the other setting's file is merged too, with the same scores
+    two = tmp_path / "eval2"
+    assert reproduce.main([*argv[:argv.index("--out")], "--out", str(two), *argv[argv.index("--out") + 2:],
+                           "--jobs", "2", "--out-of-zoo", sets["cpu-ddp-w2-1g"],
+                           "--out-of-zoo", sets["cpu-ddp-w2-lo"]]) == 0
+    assert json.loads((two / "outofzoo-cpu-ddp-w2-1g.json").read_text())["scores"] == other["scores"]
+    assert json.loads((two / "outofzoo.json").read_text())["scores"] == source["scores"]
     capsys.readouterr()
     twice = write_dataset(tmp_path / "ooz-lo-again", n_configs=6)
     assert reproduce.main(argv + ["--out-of-zoo", sets["cpu-ddp-w2-lo"], "--out-of-zoo", twice]) == 2
