@@ -320,7 +320,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{counts['failed']} failed -> {Path(args.out) / 'results.csv'}")
     left = counts["total"] - counts["skipped"] - counts["ok"] - counts["failed"]
     if left:
-        print(f"{left} jobs left for a later run (--max-jobs {args.max_jobs})")
+        print(f"{left} job{'s' if left != 1 else ''} left for a later run (--max-jobs {args.max_jobs})")
     return 0
 
 

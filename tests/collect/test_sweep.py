@@ -105,7 +105,7 @@ def test_max_jobs_leaves_the_rest_for_later(tmp_path, monkeypatch, capsys):
     assert main(["collect", "sweep", "--grid", str(grid), "--out", str(out), "--setting", "cpu-ddp-w2-lo",
                  "--max-jobs", "2", "--no-progress"]) == 0
     said = capsys.readouterr().out
-    assert "5 jobs: 2 done before, 2 ok, 0 failed" in said and "1 jobs left for a later run (--max-jobs 2)" in said
+    assert "5 jobs: 2 done before, 2 ok, 0 failed" in said and "1 job left for a later run (--max-jobs 2)" in said
 
 
 @pytest.mark.slow
