@@ -9,6 +9,7 @@ beside them :mod:`summary_features` (graph-level features and physical priors) a
 
 # Bump when a change to the builder (or the zoo) changes the graphs it makes for the same job:
 # cached graphs (driple.inspector.dataset) are keyed by it, not by the source text.
-BUILDER_VERSION = 4  # 2: fluid communities independent of PYTHONHASHSEED; 3: grouped convolutions'
+BUILDER_VERSION = 5  # 2: fluid communities independent of PYTHONHASHSEED; 3: grouped convolutions'
 #                       backward FLOPs counted with their groups; 4: fused recurrent layers
-#                       (LSTM on CPU and GPU) counted per weight and token (driple.graph.flops)
+#                       (LSTM on CPU and GPU) counted per weight and token (driple.graph.flops);
+#                       5: ops returning a view of an input do no work in the graph-level features

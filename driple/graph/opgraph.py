@@ -11,6 +11,10 @@ state) are not ops and are dropped. Every op node carries:
 - ``in_bytes``: bytes of its tensor inputs
 - ``flops``: floating-point operations (torch's flop formulas for matmul/conv/attention; one
   per output element otherwise)
+- ``view``: the op returns a view of an input (``view``, ``t``, ``transpose``, ``expand``,
+  ``slice``, ...: its schema aliases its output to an input): no arithmetic and no memory
+  traffic at run time, only a new shape over the same storage; the graph-level features
+  (:mod:`driple.graph.summary_features`) leave such ops out of the work counts
 """
 from __future__ import annotations
 
@@ -88,6 +92,7 @@ def _attrs(node: OpNode, name: str, phase: str) -> dict:
         "out_numel": node.out_numel,
         "in_bytes": sum(a.out_bytes for a in node.all_input_nodes),
         "flops": node.flops,
+        "view": bool(getattr(node.target, "is_view", False)),
     }
 
 

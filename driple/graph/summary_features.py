@@ -10,7 +10,10 @@ op graph and the setting's strategy; recorded in ``Data.graph_features`` by
 
 - ``gflops``: floating-point operations of the compute ops (forward, backward, optimizer), GFLOP
   (torch's formulas for matmul/conv/attention, one per output element otherwise; see
-  :mod:`driple.graph.opgraph`);
+  :mod:`driple.graph.opgraph`). Ops that return a view of an input (``view``, ``t``,
+  ``transpose``, ``expand``, ...) are no compute ops here: they reshape metadata, computing and
+  moving nothing, and counting them as one FLOP and a read and write per element had a
+  transformer's step look like 40 % more elementwise traffic than it moves (builder v5);
 - ``traffic_mb``: memory traffic, bytes read (inputs) + written (outputs) by the compute ops, MB;
 - ``param_mb``: trainable parameter bytes, MB;
 - ``activation_mb``: bytes of the forward ops' outputs, MB;
@@ -132,6 +135,8 @@ def graph_features(graph: nx.DiGraph, param_bytes: Sequence[int], batch_size: in
             moved = float(d["out_bytes"])
             tx += 0.0 if d["op"] in _RX_ONLY else moved
             rx += 0.0 if d["op"] in _TX_ONLY else moved
+            continue
+        if d.get("view"):  # a new shape over the same storage: no work (module docstring)
             continue
         cls = op_class(d["op"])
         compute_ops += 1

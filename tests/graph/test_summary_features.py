@@ -61,6 +61,43 @@ def test_flops_and_traffic_split_by_op_class():
         "_scaled_dot_product_flash_attention_for_cpu": "attn"}
 
 
+def test_a_view_does_no_work():
+    """A forward ``t`` (a view) between the matmuls: in the graph, no FLOP, byte or compute op."""
+    g = hand_graph()
+    g.add_node("v", op="t", phase="forward", flops=64, in_bytes=256, out_bytes=256, view=True)
+    g.add_edges_from([("a", "v"), ("v", "b")])
+    with_view = graph_features(g, param_bytes=[512, 336], batch_size=4, optimizer="Adam",
+                               workers=2, servers=0, comm=[{"bytes": 848}])
+    without = graph_features(hand_graph(), param_bytes=[512, 336], batch_size=4, optimizer="Adam",
+                             workers=2, servers=0, comm=[{"bytes": 848}])
+    assert with_view["n_ops"] == without["n_ops"] + 1  # still a node of the graph
+    assert {k: v for k, v in with_view.items() if k != "n_ops"} == {k: v for k, v in without.items() if k != "n_ops"}
+
+
+def test_view_ops_are_marked_when_traced():
+    """``x.t()`` and ``reshape`` (a view here) are views; ``addmm`` and ``clone`` are not; the
+    features count the matmul's 2 x 5 x 4 x 3 FLOPs and no FLOP for the views."""
+    class TransposedLinear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x):
+            return (x @ self.w.t()).reshape(5, 3).clone()
+
+    model = TransposedLinear()
+    graph, traced, setting, comm = op_graph_for(model, (torch.randn(5, 4), torch.randn(5, 3)),
+                                                torch.nn.functional.mse_loss, "sgd", strategy="none")
+    forward = {d["op"]: d["view"] for _, d in graph.nodes(data=True) if d["phase"] == "forward"}
+    assert forward["t"] is True and forward["mm"] is False and forward["clone"] is False
+    views = [d for _, d in graph.nodes(data=True) if d["view"]]
+    f = graph_features(graph, [48], 5, "sgd", workers=1, servers=0)
+    assert f["compute_ops"] == graph.number_of_nodes() - len(views)
+    assert f["gflops_matmul"] == pytest.approx(2 * (2 * 5 * 4 * 3) / 1e9)  # forward mm + the weight's gradient mm
+    assert f["traffic_mb"] == pytest.approx(sum(d["in_bytes"] + d["out_bytes"] for _, d in graph.nodes(data=True)
+                                                if not d["view"]) / 1e6)
+
+
 def test_a_push_is_sent_and_a_pull_received():
     g = hand_graph((("comm.push", 400), ("comm.pull", 400), ("comm.push", 100), ("comm.pull", 100)))
     f = graph_features(g, [400, 100], 4, "sgd", workers=2, servers=2,
@@ -84,7 +121,7 @@ def test_flops_of_a_linear_and_bytes_of_a_bucket(mlp_step):
     assert data.graph_features.shape == (1, len(GRAPH_FEATURES))
     assert data.graph_features[0].tolist() == pytest.approx(feature_vector(f))
     assert f["gflops"] * 1e9 == pytest.approx(sum(d["flops"] for _, d in graph.nodes(data=True)
-                                                  if d["phase"] != "comm"))
+                                                  if d["phase"] != "comm" and not d["view"]))
     ring = 2 * (4 - 1) / 4 * 268  # ring all-reduce over 4 workers: 2(W-1)/W of the bucket
     assert f["comm_tx_mb"] * 1e6 == pytest.approx(ring) and f["comm_rx_mb"] * 1e6 == pytest.approx(ring)
     assert (f["comm_messages"], f["largest_message_mb"] * 1e6) == (1, pytest.approx(268))
