@@ -87,19 +87,16 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     training = {k: getattr(options, k) for k in ("lr", "weight_decay", "epochs", "patience",
                                                  "batch_size", "target_scaling", "seed")}
     assert training == {k: state["training"][k] for k in training}
-    assert config_.kind == state["configuration"]["kind"] == "hybrid" and config_.residual
+    assert config_.kind == state["configuration"]["kind"] == "features" and config_.residual
     assert (args.epochs, args.patience, args.repeats) == (300, 30, 10)
     assert args.trees == (state.get("trees") is not None)  # the shipped source's members
     assert args.roofline == (state.get("roofline") is not None)
-    config = state["config"]
-    if config.get("kind") == "ensemble":  # the networks averaged: one configuration
-        assert config_.networks == len(config["members"]) == state["configuration"]["networks"]
-        config = config["members"][0]
-    else:
-        assert config_.networks == 1
-    assert (args.hidden, args.repeats, args.dropout) == (
-        config["hidden_channels"], config["num_repeats"], config["dropout"])
-    assert args.graph_attr == bool(config["graph_channels"])
+    recorded = state["configuration"]
+    members = state["config"].get("members")  # the networks averaged: one configuration
+    assert config_.networks == recorded["networks"] == (len(members) if members else 1)
+    assert (config_.hidden_channels, config_.num_repeats, config_.dropout, config_.graph_attr) == (
+        recorded["hidden_channels"], recorded["num_repeats"], recorded["dropout"],
+        recorded["graph_attr"])
     from driple.graph.grouping import DEFAULT_SEED
 
     assert {"groups": args.groups, "grouping": args.grouping, "features": args.features,
