@@ -41,7 +41,8 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   an inspector: the pairs predicted with it and with the jobs' solo measurements, against what
   was measured while they ran together, and the confusion table of predicted fit ("packs well")
   against measured fit (no job slowed by more than 1.15x); ``scripts/eval_colocate.py``.
-- ``transfer``: per target setting, fine-tuning (paper scheme; MLP only) vs training from
+- ``transfer``: per target setting, fine-tuning (paper scheme, for a source with graph layers;
+  MLP only) vs training from
   scratch at fractions of the target's training jobs; the source retrained without the
   target's test architectures (unless ``--no-retrain-source``).
 - ``design``: grouping policy, repetitions K of the shared layer and target scaling on the
@@ -669,7 +670,9 @@ def section_transfer(ctx: Context) -> None:
                                                       cache=ctx.cache).fit(
                     source_ds, ssplit.train, ssplit.val).inspector_
                 held = {"n_source_jobs_held_out": len(ssplit.test), "what": ssplit.held_out}
-        rows = run_study(source, ds, a.fractions, ["paper", "mlp", "scratch"],
+        # the paper's scheme splits the graph layers: a features-only source has none
+        schemes = ["paper", "mlp", "scratch"] if getattr(source.model, "reads_graph", True) else ["mlp", "scratch"]
+        rows = run_study(source, ds, a.fractions, schemes,
                          finetune_options(shipped, ctx.overrides()), progress=not a.quiet)
         out[target] = {"rows": rows, "summary": summarize(rows, a.tolerance), "tolerance": a.tolerance,
                        "source_retrained_without": held, **_run_stamp()}

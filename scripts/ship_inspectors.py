@@ -39,6 +39,10 @@ DESCRIPTIONS = {
                       "workers, synchronous, each on an emulated host with 1 Gbit/s links.",
 }
 
+# how each transfer scheme of driple.inspector.transfer tunes the source, for the model card
+TRANSFER_WORDS = {"paper": "paper scheme: first half of the K repetitions frozen",
+                  "mlp": "fine-tuned whole: a features-only network is all MLP"}
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,8 +150,8 @@ def main(argv=None) -> int:
                 tuned = with_roofline(tuned, ds, tsplit)
             cov = calibrate(tuned, ds, tsplit, args.coverage)
             entry = ship(tuned, target, description=DESCRIPTIONS.get(target, target),
-                         trained=f"transferred from {args.source} (paper scheme: first half of "
-                                 f"the K repetitions frozen) with {len(tsplit.train)} jobs of "
+                         trained=f"transferred from {args.source} ({TRANSFER_WORDS[scheme]}) "
+                                 f"with {len(tsplit.train)} jobs of "
                                  f"{ds.root} (random split, seed {args.seed})",
                          command=command, root=args.out)
             _report(target, entry, cov, time.perf_counter() - t0)
