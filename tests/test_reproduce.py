@@ -248,6 +248,36 @@ def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp
     assert "--fractions 0.5 1.0" in entry["command"]  # main's argv, not the test runner's
 
 
+def test_transfer_section_of_a_features_only_source_has_no_paper_scheme(reproduce, shipped, tmp_path):
+    """A features-only source has no graph layers for the paper's scheme to split: the study
+    compares fine-tuning its MLP with training from scratch (it stopped with an error)."""
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import TrainOptions, preset, train_inspector
+    from driple.inspector.transfer import finetune
+    from driple.predict.shipping import calibrate, ship
+
+    data, models = shipped
+    options = TrainOptions(epochs=2, patience=2, target_scaling="ln")
+    config, _ = preset("features", hidden_channels=8)
+    src_ds = InspectorDataset(data / "cpu-ddp-w2-lo", progress=False)
+    split = random_split(src_ds)
+    source = train_inspector(src_ds, split, options, config, progress=False)
+    calibrate(source, src_ds, split)
+    ship(source, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models,
+         default=True)
+    tgt_ds = InspectorDataset(data / "cpu-ddp-w2-1g", progress=False)
+    tsplit = random_split(tgt_ds)
+    tuned = finetune(source, tgt_ds, scheme="mlp", split=tsplit, options=options, progress=False)
+    calibrate(tuned, tgt_ds, tsplit)
+    ship(tuned, "cpu-ddp-w2-1g", description="target", trained="test", command="pytest", root=models)
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "transfer", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--fractions", "1.0", "--epochs", "2", "--quiet"]) == 0
+    entry = json.loads((out / "transfer.json").read_text())["targets"]["cpu-ddp-w2-1g"]
+    assert sorted(r["scheme"] for r in entry["rows"]) == ["mlp", "scratch"]
+
+
 def test_outofzoo_section_is_driple_evaluate_external(reproduce, shipped, tmp_path, write_dataset,
                                                       monkeypatch, capsys):
     """The out-of-zoo section scores the shipped source on a held-out set of other jobs, as
