@@ -765,3 +765,35 @@ def test_choose_roofline_overlap_uses_only_the_inspectors_train_and_validation_j
     assert r["roofline"]["step_time"] > 0 and r["roofline-overlap"]["step_time"] <= r["roofline"]["step_time"] * 1.5
     assert script.main(["--models-dir", str(models / "none")]) == 2
     assert "no shipped inspector" in capsys.readouterr().err
+
+
+def test_choose_configuration_lofo_trains_each_family_out_on_train_and_validation_jobs(shipped, capsys, monkeypatch):
+    """scripts/choose_configuration_lofo.py: every candidate predicts each family of the shipped
+    source's train + validation jobs trained without it; no calibration or test job is used."""
+    from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.estimators import GNNEstimator
+    from driple.inspector.evaluate import own_jobs
+    from driple.inspector.jobs import job_table
+    from driple.predict.registry import resolve
+
+    spec = importlib.util.spec_from_file_location("choose_configuration", ROOT / "scripts" / "choose_configuration_lofo.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data, models = shipped
+    path = str(resolve("cpu-ddp-w2-lo", root=models)[0])
+    ds, split = own_jobs(load_inspector(path))
+    families = job_table(ds)["family"].tolist()
+    fitted = []
+    fit = GNNEstimator.fit
+    monkeypatch.setattr(GNNEstimator, "fit", lambda self, d, train, val: fitted.append((self.name, train, val)) or fit(self, d, train, val))
+    r = script.inner_leave_family_out(path, ["features"], epochs=2, patience=2, processes=1)
+    inner = set(split.train + split.val)
+    assert r["jobs"] == len(inner) and r["chosen"] == "features"
+    assert len(fitted) == len(r["families"]) == len({families[i] for i in inner}) > 1
+    for (name, train, val), family in zip(fitted, r["families"]):
+        assert name == "features" and set(train) | set(val) <= inner
+        assert family not in {families[i] for i in (*train, *val)}  # the family it predicts is unseen
+    assert set(r["features"]["mape"]) == set(ds.target_names) and r["features"]["median"] > 0
+    assert script.main(["--models-dir", str(models / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("choose_configuration_lofo: error:") and "Traceback" not in err
