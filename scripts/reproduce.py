@@ -652,7 +652,7 @@ def section_transfer(ctx: Context) -> None:
     from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split
     from driple.inspector.train import recorded_options
-    from driple.inspector.transfer import finetune_options
+    from driple.inspector.transfer import default_scheme, finetune_options
 
     a = ctx.args
     source_name = ctx.source_setting()
@@ -671,7 +671,7 @@ def section_transfer(ctx: Context) -> None:
                     source_ds, ssplit.train, ssplit.val).inspector_
                 held = {"n_source_jobs_held_out": len(ssplit.test), "what": ssplit.held_out}
         # the paper's scheme splits the graph layers: a features-only source has none
-        schemes = ["paper", "mlp", "scratch"] if getattr(source.model, "reads_graph", True) else ["mlp", "scratch"]
+        schemes = ["paper", "mlp", "scratch"] if default_scheme(source) == "paper" else ["mlp", "scratch"]
         rows = run_study(source, ds, a.fractions, schemes,
                          finetune_options(shipped, ctx.overrides()), progress=not a.quiet)
         out[target] = {"rows": rows, "summary": summarize(rows, a.tolerance), "tolerance": a.tolerance,

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     from driple.inspector.dataset import InspectorDataset
     from driple.inspector.splits import random_split
     from driple.inspector.train import TrainOptions
-    from driple.inspector.transfer import finetune
+    from driple.inspector.transfer import default_scheme, finetune
     from driple.predict.shipping import calibrate, ship
 
     torch.set_num_threads(args.threads)
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             from dataclasses import replace
 
             options = replace(options, target_scaling="ln")
-        scheme = "paper" if source.configuration != "features" else "mlp"
+        scheme = default_scheme(source)
         for target in [t for t in args.targets.split(",") if t.strip()]:
             t0 = time.perf_counter()
             ds = load(target)

@@ -189,8 +189,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _overwrite_arg(ft)
     ft.add_argument("--fraction", type=float, default=0.4,
                     help="share of the target's training jobs to use, in (0, 1] (default 0.4)")
-    ft.add_argument("--scheme", default="paper", choices=["paper", "mlp", "scratch"],
-                    help="what to train (default paper)")
+    ft.add_argument("--scheme", default=None, choices=["paper", "mlp", "scratch"],
+                    help="what to train: paper (first half of the shared layer's repetitions "
+                    "frozen), mlp (only the MLP head; all of a features-only inspector), scratch "
+                    "(default: paper, or mlp for a features-only source, which has no graph layers)")
     ft.add_argument("--epochs", type=int, default=None, help="upper bound on epochs (default: source's)")
     ft.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: source's)")
     ft.add_argument("--lr", type=float, default=None, help="learning rate (default: source's)")
@@ -379,7 +381,7 @@ def _transfer_source(args, predictor):
 
 def run_finetune(args: argparse.Namespace) -> int:
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.transfer import finetune, finetune_options
+    from driple.inspector.transfer import default_scheme, finetune, finetune_options
     from driple.shipped import refuse_shipped
 
     refuse_shipped(args.out, args.overwrite_shipped)
@@ -389,7 +391,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience),
                                    ("lr", args.lr), ("seed", args.seed)) if v is not None}
     options = finetune_options(source, overrides)
-    predictor = finetune(source, dataset, fraction=args.fraction, scheme=args.scheme,
+    scheme = args.scheme or default_scheme(source)
+    predictor = finetune(source, dataset, fraction=args.fraction, scheme=scheme,
                          options=options, progress=not args.quiet)
     if source.trees is not None:  # an ensemble source: trees of its own for the target setting
         from driple.inspector.ensemble import with_trees

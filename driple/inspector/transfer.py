@@ -37,6 +37,12 @@ from driple.inspector.train import (TrainOptions, feature_names_for, fit, joined
 SCHEMES = ("paper", "mlp", "scratch")
 
 
+def default_scheme(source) -> str:
+    """The paper's scheme for a source with graph layers; ``"mlp"`` (all of it tuned) for a
+    features-only one, which has none to split."""
+    return "paper" if getattr(source.model, "reads_graph", True) else "mlp"
+
+
 def freeze_for_transfer(model: Inspector, scheme: str = "paper") -> Inspector:
     """Set ``requires_grad`` for ``scheme`` (in place; ``"paper"`` first adds φr'; an ensemble:
     in each member); returns it."""
