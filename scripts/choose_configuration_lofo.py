@@ -74,6 +74,7 @@ def inner_leave_family_out(path: str, candidates, epochs: int = 300, patience: i
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.evaluate import own_jobs
     from driple.inspector.jobs import job_table
+    from driple.inspector.scores import score_table, table_summary
     from driple.metrics import label_version
 
     inspector = load_inspector(path)
@@ -98,11 +99,11 @@ def inner_leave_family_out(path: str, candidates, epochs: int = 300, patience: i
             if cand == c:
                 rows += held
                 preds.append(pred)
-        p, t = np.vstack(preds), y[rows]
-        mape = {n: float(np.mean(np.abs(p[:, j] - t[:, j]) / t[:, j]) * 100)
-                for j, n in enumerate(names) if (t[:, j] > 0).all()}
-        out[c] = {"median": float(np.median(list(mape.values()))), "mean": float(np.mean(list(mape.values()))),
-                  "step_time": mape.get("step_time"), "mape": mape}
+        table = score_table(y[rows], np.vstack(preds), names)  # the evaluation's own MAPE
+        summary = table_summary(table)
+        out[c] = {"median": summary["mape_median"], "mean": summary["mape_mean"],
+                  "step_time": summary["step_time_mape"],
+                  "mape": {n: table[n]["mape"] for n in names if table[n]["mape"] is not None}}
     out["chosen"] = min(candidates, key=lambda c: out[c]["median"])
     return out
 
