@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 
 
 def training_families(inspector, registry_root: str, seen: tuple = ()) -> set:

@@ -4,6 +4,7 @@ it never trained on, on training and validation jobs only.
 
     python scripts/choose_configuration_lofo.py                       # features vs hybrid, + roofline
     python scripts/choose_configuration_lofo.py --candidates features,hybrid,gnn --json
+    python scripts/choose_configuration_lofo.py --save   # kept for the source's model card
 
 ``ship_inspectors.py --select-models`` chooses on the source's validation jobs, whose families
 are all among the training families. Here the shipped source's own train + validation jobs
@@ -24,6 +25,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 INNER_FRACTIONS = (50 / 65, 15 / 65)  # train : validation as in the random split's 50 : 15
 
 
@@ -108,6 +110,24 @@ def inner_leave_family_out(path: str, candidates, epochs: int = 300, patience: i
     return out
 
 
+def save(result: dict, path: str, setting: str, argv=None) -> None:
+    """Write ``result`` with where it came from: the model card cites it."""
+    import platform
+    import time
+
+    from driple.graph.host_speed import cpu_model
+
+    record = {"section": "configuration_lofo", "setting": setting,
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "command": " ".join(["python scripts/choose_configuration_lofo.py",
+                                   *(sys.argv[1:] if argv is None else argv)]),
+              "host": platform.node(), "cpu_model": cpu_model(), **result}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--setting", default="cpu-ddp-w2-lo", help="the shipped source inspector")
@@ -118,8 +138,11 @@ def main(argv=None) -> int:
     p.add_argument("--patience", type=int, default=30)
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--save", nargs="?", const=os.path.join(ROOT, "trained_models", "evaluation", "configuration_lofo.json"),
+                   metavar="PATH", help="also write the result with its provenance (date, host, "
+                   "command) to PATH (default trained_models/evaluation/configuration_lofo.json, "
+                   "which reproduce.py --cards puts into the source's model card)")
     args = p.parse_args(argv)
-    sys.path.insert(0, ROOT)
     from driple.errors import DripleError
     from driple.predict.registry import resolve
 
@@ -132,6 +155,8 @@ def main(argv=None) -> int:
     except DripleError as err:
         print(f"choose_configuration_lofo: error: {err}", file=sys.stderr)
         return 2
+    if args.save:
+        save(out, args.save, args.setting, argv)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

@@ -69,6 +69,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 SECTIONS = ("labels", "retest", "accuracy", "outofzoo", "colocate", "transfer", "design")
 LABELLERS = ("timeline", "kmeans")
 PAPER_MEAN_ERROR = {"compute": 11, "memory": 9, "tx": 17, "rx": 15}  # %, Driple Table (GPU)
@@ -1288,6 +1289,27 @@ def _report_design(design) -> list[str]:
 CARD_HEADING = "## Against the baselines (scripts/reproduce.py)"
 
 
+def _configuration_lines(lofo: dict | None, setting: str) -> list[str]:
+    """The inner leave-family-out that chose the source's configuration
+    (``scripts/choose_configuration_lofo.py --save``), for that setting's card."""
+    if not lofo or lofo.get("setting") != setting:
+        return []
+    candidates = [c for c in lofo if isinstance(lofo[c], dict) and "median" in lofo[c]]
+    lines = ["### Configuration chosen for unseen families", "",
+             f"`{lofo.get('command', 'python scripts/choose_configuration_lofo.py')}` "
+             f"({lofo.get('date', '?')}, {lofo.get('cpu_model') or '?'}): each of the "
+             f"{len(lofo.get('families', []))} families of the {lofo.get('jobs', '?')} train + "
+             "validation jobs predicted by each candidate (with the roofline) trained on the "
+             "others; no calibration or test job. The lowest median wins."
+             + (f" ({lofo['note']}.)" if lofo.get("note") else ""), "",
+             "| candidate | median MAPE | mean MAPE | step time MAPE |", "|---|---|---|---|"]
+    for c in candidates:
+        r = lofo[c]
+        mark = "**" if c == lofo.get("chosen") else ""
+        lines.append(f"| {mark}{c}{mark} | {r['median']:.1f}% | {r['mean']:.1f}% | {r['step_time']:.1f}% |")
+    return lines + [""]
+
+
 def write_cards(ctx: Context) -> list[str]:
     """Put each setting's accuracy tables (every estimator per target, the noise floor, interval
     coverage; random and family split) into its shipped model card, replacing an earlier copy
@@ -1309,6 +1331,7 @@ def write_cards(ctx: Context) -> list[str]:
                 if split == "family":
                     lines += _against_tables(r[split])
         lines += _report_unseen({"settings": {setting: r}}, [], level="###")  # as in results.md
+        lines += _configuration_lines(ctx.load("configuration_lofo"), setting)
         with open(path) as f:
             card = f.read()
         start = card.find(CARD_HEADING)

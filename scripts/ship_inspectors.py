@@ -30,6 +30,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 
 DESCRIPTIONS = {
     "cpu-ddp-w2-lo": "DDP all-reduce (gloo), 2 CPU workers of one core each on one host, loopback.",

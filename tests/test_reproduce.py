@@ -797,3 +797,47 @@ def test_choose_configuration_lofo_trains_each_family_out_on_train_and_validatio
     assert script.main(["--models-dir", str(models / "none")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("choose_configuration_lofo: error:") and "Traceback" not in err
+
+
+def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_source_card(reproduce, tmp_path):
+    spec = importlib.util.spec_from_file_location("choose_configuration", ROOT / "scripts" / "choose_configuration_lofo.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    result = {"jobs": 12, "families": ["a", "b", "c"], "chosen": "hybrid",
+              "features": {"median": 18.6, "mean": 17.9, "step_time": 12.0, "mape": {}},
+              "hybrid": {"median": 16.7, "mean": 18.0, "step_time": 13.9, "mape": {}}}
+    path = tmp_path / "evaluation" / "configuration_lofo.json"
+    script.save(result, str(path), "cpu-ddp-w2-lo", ["--save"])
+    saved = json.loads(path.read_text())
+    assert saved["command"] == "python scripts/choose_configuration_lofo.py --save"
+    assert saved["setting"] == "cpu-ddp-w2-lo" and saved["cpu_model"] and saved["date"]
+    lines = reproduce._configuration_lines(saved, "cpu-ddp-w2-lo")
+    rows = [line for line in lines if line.startswith("| ")]
+    assert rows[1:] == ["| features | 18.6% | 17.9% | 12.0% |", "| **hybrid** | 16.7% | 18.0% | 13.9% |"]
+    assert "3 families of the 12 train + validation jobs" in "\n".join(lines)
+    assert reproduce._configuration_lines(saved, "cpu-ddp-w2-1g") == []  # a target's card: not its choice
+    assert reproduce._configuration_lines(None, "cpu-ddp-w2-lo") == []
+
+
+@pytest.mark.parametrize("script", ["reproduce", "ship_inspectors", "calibrate_unseen_families",
+                                    "refit_roofline", "choose_configuration_lofo"])
+def test_scripts_that_write_shipped_files_import_their_own_checkout_s_driple(script, tmp_path):
+    """A second checkout's scripts scored and overwrote the first's trained_models/ through its
+    editable install (session 33): each script puts its own checkout first on sys.path."""
+    import subprocess
+
+    fake = tmp_path / "driple"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('another checkout s driple')\n")
+    code = ("import runpy, driple.metrics; runpy.run_path(%r, run_name='loaded'); "
+            "import importlib, driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
+    assert out.returncode != 0  # the other checkout's driple comes first without the script...
+    code = ("import runpy, sys; g = runpy.run_path(%r, run_name='loaded'); "
+            "import driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(ROOT / "driple" / "__init__.py")  # ...and its own with it
