@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -49,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "for in $DRIPLE_MODELS when set, else in the installed package, the repository's "
         "trained_models/, then ~/.local/share/driple/models; none found is an error (exit 2).")
     st.add_argument("--json", action="store_true", help="print the registry entries as JSON")
+    st.add_argument("--check-host", action="store_true",
+                    help="benchmark this host (half a second: single-thread GEMM and copy) and "
+                    "compare it with the host each inspector's labels were measured on (CPU "
+                    "model, speed ratios): whether its predictions describe jobs here")
     st.set_defaults(func=run_settings)
 
     co = sub.add_parser(
@@ -117,6 +122,9 @@ def run_settings(args: argparse.Namespace) -> int:
     entries = list_settings()
     if not entries:
         raise DripleError(no_inspector_message())
+    if getattr(args, "check_host", False):
+        for e in entries:
+            e["host_check"] = _host_check(e["setting"])
     if args.json:
         json.dump(entries, sys.stdout, indent=2)
         print()
@@ -147,7 +155,35 @@ def run_settings(args: argparse.Namespace) -> int:
             print(f"  scores: {', '.join(parts)}")
         if e.get("card"):
             print(f"  model card: {models_dir() / e['card']}")
+        check = e.get("host_check")
+        if check is not None:
+            mark = "matches" if check["matches"] else "DIFFERS"
+            print(f"  this host ({check['here_cpu'] or '?'}): {mark}: GEMM {check['compute_ratio']:.2f}x, "
+                  f"copy {check['memory_ratio']:.2f}x the trained-on host's; {check['advice']}")
     return 0
+
+
+@functools.lru_cache(maxsize=1)
+def _this_host():
+    """This host's figures, measured once per run, and how busy it was just before (%)."""
+    import psutil
+
+    from driple.graph.host_speed import measure_host_speed
+
+    print("driple: measuring this host (about a second) ...", file=sys.stderr)
+    busy = psutil.cpu_percent(interval=0.5)
+    return measure_host_speed(), busy
+
+
+def _host_check(setting: str) -> dict | None:
+    """This host against the host figures of ``setting``'s inspector."""
+    from driple.predict.host_check import compare_hosts
+
+    trained = _predictor(setting).inspector.host
+    if trained is None:
+        return None  # a checkpoint without host figures (the paper's GNN) has nothing to compare
+    here, busy = _this_host()
+    return compare_hosts(setting, trained, here, busy_pct=busy).to_dict()
 
 
 # ---------------------------------------------------------------------- colocate
