@@ -62,13 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train", help="train an inspector on a measured dataset",
         description="Train an inspector (GCN + repeated GCN/GRU + Set2Set + MLP) on the jobs of one "
         "collector dataset and save it with its scalers, split and test scores. The defaults are "
-        "those of the shipped source inspector (its MODEL_CARD.md): the features network (an MLP on "
-        "the graph-level features and physical priors, residuals in log space; chosen on the "
-        "source's validation jobs over the hybrid, which adds the graph embedding, and the "
-        "paper's graph network), up to 300 epochs with patience 30, with the per-op-class "
-        "roofline joined into the durations (--no-roofline: the network alone; --trees: also "
-        "averaged with gradient-boosted trees; --model hybrid: with the graph embedding, two "
-        "networks averaged; --model gnn: the paper's network).",
+        "those of the shipped source inspector (its MODEL_CARD.md): the hybrid network (graph "
+        "embedding + graph-level features + physical priors, residuals in log space; two such "
+        "networks, each trained alone, averaged: --networks; it tied with the features-only MLP on "
+        "the source's validation jobs and was chosen by a leave-family-out on the training jobs), "
+        "K=10, up to 300 epochs with patience 30, with the per-op-class roofline joined into the "
+        "durations (--no-roofline: the network alone; --trees: also averaged with gradient-boosted "
+        "trees; --model features: the MLP without the graph; --model gnn: the paper's network).",
         epilog="example:\n  driple train --dataset datasets/v2/cpu-ddp-w2-lo --out my-models/cpu-ddp-w2-lo",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _dataset_args(train)
@@ -94,11 +94,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="--model gnn: also feed the 6 legacy graph-level attributes (params, "
                        "GFLOPs, activation MB, comm MB, batch size, ops; log-scaled) to the MLP head "
                        "(not in the paper; the shipped v1 source inspector has them)")
-    train.add_argument("--model", dest="configuration", default="features", choices=["gnn", "hybrid", "features"],
+    train.add_argument("--model", dest="configuration", default="hybrid", choices=["gnn", "hybrid", "features"],
                        help="gnn: the paper's graph network; hybrid: its graph embedding joined with "
                        "graph-level features and physical priors (FLOPs, bytes, communication, "
                        "against the host's measured speed); features: those alone in an MLP "
-                       "(default features, as shipped)")
+                       "(default hybrid, as shipped)")
     train.add_argument("--trees", action=argparse.BooleanOptionalAction, default=False,
                        help="average the network (geometric mean) with gradient-boosted trees on "
                        "its graph-level inputs and priors, fitted on the same training jobs and "

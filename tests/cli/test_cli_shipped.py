@@ -87,7 +87,7 @@ def test_train_defaults_are_the_shipped_source_inspectors():
     training = {k: getattr(options, k) for k in ("lr", "weight_decay", "epochs", "patience",
                                                  "batch_size", "target_scaling", "seed")}
     assert training == {k: state["training"][k] for k in training}
-    assert config_.kind == state["configuration"]["kind"] == "features" and config_.residual
+    assert config_.kind == state["configuration"]["kind"] == "hybrid" and config_.residual
     assert (args.epochs, args.patience, args.repeats) == (300, 30, 10)
     assert args.trees == (state.get("trees") is not None)  # the shipped source's members
     assert args.roofline == (state.get("roofline") is not None)
