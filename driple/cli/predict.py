@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "trained_models/, then ~/.local/share/driple/models; none found is an error (exit 2).")
     st.add_argument("--json", action="store_true", help="print the registry entries as JSON")
     st.add_argument("--check-host", action="store_true",
-                    help="benchmark this host (half a second: single-thread GEMM and copy) and "
+                    help="benchmark this host (about a second: single-thread GEMM and copy) and "
                     "compare it with the host each inspector's labels were measured on (CPU "
                     "model, speed ratios): whether its predictions describe jobs here")
     st.set_defaults(func=run_settings)
