@@ -830,7 +830,7 @@ def test_scripts_that_write_shipped_files_import_their_own_checkout_s_driple(scr
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('another checkout s driple')\n")
     code = ("import runpy, driple.metrics; runpy.run_path(%r, run_name='loaded'); "
-            "import importlib, driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
+            "import driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()

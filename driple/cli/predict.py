@@ -122,7 +122,7 @@ def run_settings(args: argparse.Namespace) -> int:
     entries = list_settings()
     if not entries:
         raise DripleError(no_inspector_message())
-    if getattr(args, "check_host", False):
+    if args.check_host:
         for e in entries:
             e["host_check"] = _host_check(e["setting"])
     if args.json:

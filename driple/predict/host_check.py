@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from driple.graph.host_speed import HostSpeed
+from driple.inspector.dataset import DEFAULT_MAX_CONTENTION  # the collector's "quiet host" bound
 
 TOLERANCE = 0.15  # a ratio within 1 +- this is "the same speed": the benchmark repeats within ~5 %
 
@@ -39,9 +40,6 @@ class HostComparison:
         return asdict(self)
 
 
-BUSY_PCT = 10.0  # CPU used by other processes while measuring, as the collector's "quiet" host
-
-
 def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
                   tolerance: float = TOLERANCE, busy_pct: float | None = None) -> HostComparison:
     """Compare ``here`` (a fresh measurement) with ``trained`` (the checkpoint's figures);
@@ -60,7 +58,7 @@ def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
         advice = (" and ".join(why) + ": the predictions describe the trained-on host; durations "
                   "here will differ by about these ratios (to predict for this host, fine-tune "
                   "on jobs measured here: driple collect, then driple finetune)")
-    if busy_pct is not None and busy_pct > BUSY_PCT:
+    if busy_pct is not None and busy_pct > DEFAULT_MAX_CONTENTION:
         advice += (f"; this host was busy ({busy_pct:.0f} % CPU used by other processes): "
                    "its figures are low, measure again when it is quiet")
     return HostComparison(setting, trained.cpu_model, here.cpu_model, compute, memory,
