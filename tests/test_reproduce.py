@@ -215,11 +215,13 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     acc = json.loads((out / "accuracy.json").read_text())["settings"]
     assert len(acc["cpu-ddp-w2-lo"]["family"]["folds"]) == 3 and "unseen_modes" in acc["cpu-ddp-w2-lo"]["family"]
     capsys.readouterr()
-    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json"]) == 0
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json",
+                        "--roofline-modes", "never"]) == 0
     done = json.loads(capsys.readouterr().out)
     assert [d["setting"] for d in done] == ["cpu-ddp-w2-1g", "cpu-ddp-w2-lo"]
     assert all(d["families"] == ["alpha", "beta", "gamma"] and d["modes"] == {} for d in done)
-    from driple.predict.unseen import UnseenFamilyCalibration
+    assert all(d["roofline_modes"]["rule"] == "never" and not d["roofline_modes"]["shipped"] for d in done)
+    from driple.predict.unseen import UnseenFamilyCalibration, modes_win
     from driple.predict.predictor import Predictor
     from driple.predict.registry import resolve
 
@@ -230,6 +232,17 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     assert cal.source["coverage"] == acc["cpu-ddp-w2-1g"]["family"]["coverage_other_families"]["inspector"]["mean"]
     assert entry["description"] == "target"  # the rest of the entry kept
     assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes"]) == 0
+    capsys.readouterr()
+    # auto (the default): the modes go in exactly where they win cross-fitted
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json"]) == 0
+    for d in json.loads(capsys.readouterr().out):
+        check, fam = d["roofline_modes"], acc[d["setting"]]["family"]
+        wins = modes_win(fam["unseen_modes"]["cross_fitted"]["scores"], fam["scores"]["inspector"])
+        assert check["rule"] == "auto" and check["shipped"] == wins
+        assert (check["median_mape_with"] < check["median_mape_as_is"]) == wins
+        assert d["modes"] == (fam["unseen_modes"]["calibration"]["modes"] if wins else {})
+    with pytest.raises(SystemExit):  # argparse: an unknown rule is refused, nothing written
+        script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes", "sometimes"])
     assert script.main(["--evaluation", str(tmp_path / "none"), "--models-dir", str(models)]) == 2
     assert "cannot read" in capsys.readouterr().err
 
@@ -492,7 +505,8 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
     assert "| s, held-out families | 24 | 100.0% | 100.0% | 50.0% | 87.5% | 0.0% | 0.0% |" in text
     # out of zoo: the held-out intervals (ratios 1.5-2.5) cover the out-of-zoo jobs (ratio 2)
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
-    assert "- s: the roofline would join step_time roofline" in text
+    assert "- s (shipped: cross-fitted median MAPE 0.0% with them, 100.0% as is): the roofline joins step_time roofline" in text
+    assert text.count("| modes and intervals |") == 2  # the setting's row and its out-of-zoo row
     assert reproduce._report_unseen({"settings": {}}, [ooz]) == []
     four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
     assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32

@@ -16,8 +16,10 @@ that case, kept in a checkpoint (``info["unseen_family"]``, plain numbers) and a
   (``scripts/calibrate_unseen_families.py``);
 - ``modes``: optionally, per duration target, how the roofline joins the inspector's
   prediction *as it is* (``"inspector"``: unchanged; ``"roofline"``; ``"mean"``, geometric),
-  chosen on the same held-out jobs (the intervals then calibrated with them applied). Measured
-  (``unseen_modes`` in results.md), mixed, not shipped: empty in the shipped checkpoints.
+  chosen on the same held-out jobs (the intervals then calibrated with them applied). Shipped
+  for a setting only where they win cross-fitted (:func:`modes_win`: lower median MAPE over the
+  held-out families than the inspector as it is), the rule :func:`nested_choice` measures;
+  empty otherwise.
 
 :func:`calibrate` makes one with modes from held-out predictions; :func:`cross_fitted` measures
 that procedure honestly (each fold's modes and intervals from the *other* folds, checked on its
@@ -145,13 +147,22 @@ def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float 
             "modes": chosen}
 
 
+def modes_win(cross_fitted_scores: Mapping, as_is_scores: Mapping) -> bool:
+    """Whether joining the roofline for unseen families is worth it: the median per-target MAPE
+    of the modes measured cross-fitted (:func:`cross_fitted`) is lower than the inspector's as it
+    is on the same held-out jobs (score tables of :func:`~driple.inspector.scores.score_table`)."""
+    from driple.inspector.scores import table_summary
+
+    return table_summary(cross_fitted_scores)["mape_median"] < table_summary(as_is_scores)["mape_median"]
+
+
 def nested_choice(targets: Sequence[str], folds: Sequence[dict], coverage: float = 0.9) -> dict:
     """Whether to join the roofline for unseen families, decided without looking at the family
     it is measured on: for each fold, :func:`cross_fitted` on the *other* folds alone against the
     inspector as it is on them (median per-target MAPE decides); the modes (chosen on the other
     folds) are then applied to the fold only if they won there. Needs 4 folds or more. Returns
     ``{"scores"`` (pooled over the folds), ``"chosen"`` (per fold: ``"modes"`` or ``"as is"``)``}``."""
-    from driple.inspector.scores import score_table, table_summary
+    from driple.inspector.scores import score_table
 
     if len(folds) < 4:
         raise DripleError("a nested choice over families needs at least 4 family folds")
@@ -159,9 +170,8 @@ def nested_choice(targets: Sequence[str], folds: Sequence[dict], coverage: float
     for i, fold in enumerate(folds):
         others = [f for j, f in enumerate(folds) if j != i]
         rest = pooled(others)
-        inner = table_summary(cross_fitted(targets, others, coverage)["scores"])["mape_median"]
-        as_is = table_summary(score_table(rest["measured"], rest["inspector"], list(targets)))["mape_median"]
-        use = inner < as_is
+        use = modes_win(cross_fitted(targets, others, coverage)["scores"],
+                        score_table(rest["measured"], rest["inspector"], list(targets)))
         p = fold["inspector"]
         if use:
             cal = calibrate(targets, rest["measured"], rest["inspector"], rest["roofline"], families=(), coverage=coverage)
