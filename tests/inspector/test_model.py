@@ -128,7 +128,7 @@ def _directed_graph(n=7, seed=0):
 def _case_graphs(tiny_graph):
     return {
         "same size": [tiny_graph(12, seed=seed) for seed in range(3)],  # dense Set2Set
-        "mixed sizes": [tiny_graph(n, seed=n) for n in (4, 7, 10)],  # scatter Set2Set
+        "mixed sizes": [tiny_graph(n, seed=n) for n in (4, 7, 10)],  # padded Set2Set
         "directed": [_directed_graph(7, seed) for seed in range(2)],  # Â^T != Â
     }
 
@@ -164,6 +164,26 @@ def test_fused_matches_modules(case, tuned, tiny_graph):
             assert torch.allclose(out_grads[k], g, rtol=1e-8, atol=1e-12), k
     with torch.inference_mode():  # the buffer-reusing inference path
         assert torch.allclose(model(*args), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_padded_set2set_matches_the_scatter_one_and_declines_what_it_cannot_pad():
+    """Graphs of 1, 5 and 3 groups: the padded, masked Set2Set gives PyG's scatter result and
+    gradient; an unsorted batch or a graph without groups is left to the scatter path."""
+    from torch_geometric.nn.aggr import Set2Set
+
+    from driple.inspector.model import _set2set_padded
+
+    torch.manual_seed(0)
+    s2s = Set2Set(4, processing_steps=3).double()
+    batch = torch.tensor([0, 1, 1, 1, 1, 1, 2, 2, 2])
+    h = torch.randn(9, 4, dtype=torch.double, requires_grad=True)
+    ref = s2s(h, batch, dim_size=3)
+    (g_ref,) = torch.autograd.grad(ref.sum(), h)
+    out = _set2set_padded(s2s, h, batch, 3)
+    (g_out,) = torch.autograd.grad(out.sum(), h)
+    assert torch.allclose(out, ref, rtol=1e-10, atol=1e-12) and torch.allclose(g_out, g_ref, rtol=1e-9, atol=1e-12)
+    assert _set2set_padded(s2s, h, batch.flip(0), 3) is None  # not sorted
+    assert _set2set_padded(s2s, h, batch, 4) is None  # graph 3 has no group
 
 
 def test_repeated_conv_gru_gradcheck():
