@@ -18,14 +18,8 @@ from driple.collect.files import write_json
 
 def host_facts() -> dict:
     """This machine and its software: CPU model, cores, memory (bytes), kernel, versions."""
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from driple.graph.host_speed import cpu_model  # no torch import behind it
+
     try:
         mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
@@ -40,7 +34,7 @@ def host_facts() -> dict:
 
     return {
         "hostname": platform.node(),
-        "cpu_model": cpu,
+        "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_bytes": mem,
