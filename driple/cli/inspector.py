@@ -146,7 +146,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "on the hybrid's graph-level features and priors), knn, analytic "
                     "(roofline step time, one calibrated factor; scores step_time only, labels v2), "
                     "roofline (one rate per op class: durations and step time), roofline-overlap "
-                    "(the same with communication partly hidden under compute), gnn (the paper's graph network, trained per fold), hybrid, features, or a "
+                    "(the same with communication partly hidden under compute), roofline-physical (its rates on "
+                    "FLOPs of convolutions, matmuls, attention and recurrent layers and on traffic of the "
+                    "rest), gnn (the paper's graph network, trained per fold), hybrid, features, or a "
                     "registered one (default mean,hgb,knn)")
     ev.add_argument("--no-inspector", action="store_true",
                     help="score only the --estimators, on the folds the inspector would get (its split, "

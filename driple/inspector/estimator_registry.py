@@ -66,6 +66,13 @@ def _builtin() -> dict[str, Factory]:
 
         return RooflineEstimator(overlap=True)
 
+    def roofline_physical(seed=0, **_):
+        """The per-op-class roofline with the rates on the term that bounds each class: FLOPs of
+        the compute-bound classes, traffic of the others."""
+        from driple.inspector.roofline_estimator import RooflineEstimator
+
+        return RooflineEstimator(terms="physical")
+
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
             """An inspector configuration of :func:`~driple.inspector.train.preset`, one network
@@ -100,6 +107,7 @@ def _builtin() -> dict[str, Factory]:
         "analytic": analytic,
         "roofline": roofline,
         "roofline-overlap": roofline_overlap,
+        "roofline-physical": roofline_physical,
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
@@ -108,8 +116,8 @@ def _builtin() -> dict[str, Factory]:
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap", "gnn", "hybrid",
-            "features", "hybrid+hgb-priors")
+    return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap",
+            "roofline-physical", "gnn", "hybrid", "features", "hybrid+hgb-priors")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -123,7 +131,9 @@ def make_estimator(name: str, seed: int = 0, options=None, progress: bool = Fals
     reads what the hybrid's head reads, see :class:`~driple.inspector.baselines.HGBPriors`), ``analytic`` (the
     roofline step time, calibrated by one factor; step_time only), ``roofline`` (the roofline
     split by op class, one fitted rate per class: every duration and the step time),
-    ``roofline-overlap`` (the same with communication partly hidden under compute), ``gnn`` (the paper's
+    ``roofline-overlap`` (the same with communication partly hidden under compute),
+    ``roofline-physical`` (its rates on FLOPs of the compute-bound classes and traffic of the
+    others: :mod:`driple.inspector.roofline`), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a
     registered one."""

@@ -17,6 +17,12 @@ own op mix rather than from its neighbours in a feature space.
 It predicts the duration targets and the step time (NaN for the amounts: those are not sums of
 times). Fitting is a few milliseconds; nothing to choose on validation jobs.
 
+**Terms** (``terms``): ``"all"`` fits both rates of every class (the default, as shipped);
+``"physical"`` only the term that bounds each class on a CPU (:data:`COMPUTE_CLASSES` by their
+FLOPs, the memory-bound rest by their traffic: an unconstrained fit gives normalization FLOPs a
+rate of ~200x the GEMM peak as a stand-in for something else). Measured as the
+``roofline-physical`` estimator (README, "Where the inspector stands"), not shipped.
+
 **Overlap** (optional, ``overlap=True``; the ``roofline-overlap`` estimator): DDP all-reduces a
 bucket while the backward pass computes the next, a parameter server's pushes run beside
 compute, so communication and compute do not simply add up. With it the fit also takes, per
@@ -80,15 +86,37 @@ def design_matrix(graph_features: np.ndarray, setting, host) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-def fit_rates(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+#: Classes a CPU runs at a fraction of its GEMM peak (their FLOPs bound them); the others are
+#: memory-bound (their traffic does). The ``"physical"`` terms (module docstring).
+COMPUTE_CLASSES = ("conv", "matmul", "attn", "rnn")
+#: Term sets a fit can use (module docstring).
+TERMS = ("all", "physical")
+
+
+def term_columns(terms: str) -> np.ndarray:
+    """Boolean mask of the :func:`design_matrix` columns a fit with ``terms`` (``"all"`` or
+    ``"physical"``) may weight; communication and op overhead always."""
+    classes = list(OP_CLASSES)
+    if terms == "all":
+        return np.ones(2 * len(classes) + 2, dtype=bool)
+    if terms != "physical":
+        raise DripleError(f"unknown roofline terms {terms!r}; choose among {', '.join(TERMS)}")
+    flops = [c in COMPUTE_CLASSES for c in classes]
+    return np.array(flops + [not f for f in flops] + [True, True])
+
+
+def fit_rates(X: np.ndarray, y: np.ndarray, columns: Optional[np.ndarray] = None) -> np.ndarray:
     """Non-negative weights ``w`` minimising the relative error ``sum((X w / y - 1)^2)`` over the
-    rows with a positive, finite ``y`` (scipy's NNLS)."""
+    rows with a positive, finite ``y`` (scipy's NNLS); with a boolean ``columns`` mask, only those
+    columns get a weight (the others 0)."""
     from scipy.optimize import nnls
 
     ok = _fit_rows(X, y)
     if not ok.any():
         raise DripleError("no training job with a positive measured value to fit the roofline on")
-    w, _ = nnls(X[ok] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * X.shape[1])
+    cols = np.ones(X.shape[1], dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
+    w = np.zeros(X.shape[1])
+    w[cols], _ = nnls(X[ok][:, cols] / y[ok, None], np.ones(int(ok.sum())), maxiter=50 * int(cols.sum()))
     return w
 
 
@@ -115,13 +143,14 @@ def overlapped(X: np.ndarray, weights: np.ndarray, alpha: float = 0.0) -> np.nda
 
 
 def fit_overlap(X: np.ndarray, y: np.ndarray, grid: Sequence[float] = OVERLAP_GRID,
-                rounds: int = 4) -> tuple:
+                rounds: int = 4, columns: Optional[np.ndarray] = None) -> tuple:
     """``(weights, alpha)``: per ``alpha`` of ``grid``, NNLS rates with the shorter of compute and
     communication scaled by ``1 - alpha`` (which side is shorter taken from the previous fit,
     ``rounds`` times), the pair with the lowest relative squared error on the rows of
-    :func:`fit_rates`. ``alpha`` 0 gives :func:`fit_rates`'s weights."""
+    :func:`fit_rates`. ``alpha`` 0 gives :func:`fit_rates`'s weights. ``columns``: as for
+    :func:`fit_rates`."""
     ok = _fit_rows(X, y)
-    start = fit_rates(X, y)
+    start = fit_rates(X, y, columns)
     compute_cols = [j for j in range(X.shape[1]) if j != COMM_COLUMN]
     best = None
     for alpha in grid:
@@ -132,7 +161,7 @@ def fit_overlap(X: np.ndarray, y: np.ndarray, grid: Sequence[float] = OVERLAP_GR
             scaled = np.array(X, dtype=np.float64, copy=True)
             scaled[comm_shorter, COMM_COLUMN] *= 1.0 - alpha
             scaled[np.ix_(~comm_shorter, compute_cols)] *= 1.0 - alpha
-            w = fit_rates(scaled, y)
+            w = fit_rates(scaled, y, columns)
         loss = float(np.sum((overlapped(X[ok], w, alpha) / y[ok] - 1.0) ** 2))
         if best is None or loss < best[0] - 1e-12:
             best = (loss, w, float(alpha))
@@ -209,10 +238,12 @@ class RooflineMember:
         modes: ``{duration target: mode}`` (:data:`MODES`), chosen on validation jobs.
         overlap: ``{duration target: alpha}`` (:func:`overlapped`; a target not in it: 0, the
             plain sum, as in checkpoints from before the overlap).
+        terms: ``{duration target: "all" | "physical"}``, the terms its rates were fitted on
+            (a record: the weights say it too; a target not in it: ``"all"``).
     """
 
     def __init__(self, targets: Sequence[str], setting: str, host, weights: dict, modes: dict,
-                 overlap: Optional[dict] = None):
+                 overlap: Optional[dict] = None, terms: Optional[dict] = None):
         unknown = [m for m in modes.values() if m not in MODES]
         if unknown:
             raise DripleError(f"unknown roofline mode(s) {', '.join(unknown)}; choose among {', '.join(MODES)}")
@@ -220,6 +251,7 @@ class RooflineMember:
         self.weights = {t: [float(x) for x in w] for t, w in weights.items()}
         self.modes = dict(modes)
         self.overlap = {t: float(a) for t, a in (overlap or {}).items() if a}
+        self.terms = {t: str(v) for t, v in (terms or {}).items() if v != "all"}
         outside = [t for t, a in self.overlap.items() if not 0.0 <= a <= 1.0]
         if outside:
             raise DripleError(f"roofline overlap of {', '.join(outside)} must be between 0 and 1")
@@ -249,6 +281,8 @@ class RooflineMember:
                  "weights": self.weights, "modes": self.modes}
         if self.overlap:  # absent: the plain sum (checkpoints from before the overlap read the same)
             state["overlap"] = self.overlap
+        if self.terms:  # absent: every term (checkpoints from before the choice read the same)
+            state["terms"] = self.terms
         return state
 
     @classmethod
@@ -256,20 +290,23 @@ class RooflineMember:
         from driple.graph.host_speed import HostSpeed
 
         return cls(state["targets"], state["setting"], HostSpeed.from_dict(state["host"]),
-                   state["weights"], state["modes"], state.get("overlap"))
+                   state["weights"], state["modes"], state.get("overlap"), state.get("terms"))
 
 
 def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequence[str], setting: str,
-               host, overlap: bool = False) -> RooflineMember:
+               host, overlap: bool = False, terms: str = "all") -> RooflineMember:
     """A roofline fitted on jobs' stacked ``graph_features`` and ``measured`` targets ``[n,
     targets]``: the rates of every duration target (with ``overlap``, also its overlap fraction,
-    :func:`fit_overlap`), each mode ``"inspector"`` until :meth:`RooflineMember.choose`."""
+    :func:`fit_overlap`) on the ``terms`` of :data:`TERMS`, each mode ``"inspector"`` until
+    :meth:`RooflineMember.choose`."""
+    cols = term_columns(terms)
     X = design_matrix(graph_features, setting, host)
     y = np.asarray(measured, dtype=np.float64)
-    weights, alphas = {}, {}
+    weights, alphas, used = {}, {}, {}
     for j, t in enumerate(targets):
         if not is_duration(t):
             continue
-        w, alphas[t] = fit_overlap(X, y[:, j]) if overlap else (fit_rates(X, y[:, j]), 0.0)
+        used[t] = terms
+        w, alphas[t] = fit_overlap(X, y[:, j], columns=cols) if overlap else (fit_rates(X, y[:, j], cols), 0.0)
         weights[t] = fill_unseen_classes(w, X).tolist()
-    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"), alphas)
+    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"), alphas, used)

@@ -22,6 +22,8 @@ class RooflineEstimator(Estimator):
             :func:`driple.inspector.train.training_host`).
         overlap: Also fit the fraction of the shorter of compute and communication hidden under
             the other (:func:`~driple.inspector.roofline.fit_overlap`; named ``roofline-overlap``).
+        terms: The term set of :data:`~driple.inspector.roofline.TERMS` (``"physical"``: named
+            ``roofline-physical``).
 
     Learned attributes: ``member_`` (the fitted :class:`~driple.inspector.roofline.RooflineMember`),
     ``weights_`` (its ``{target: [w...]}``), ``host_``, ``setting_``.
@@ -29,10 +31,12 @@ class RooflineEstimator(Estimator):
 
     name = "roofline"
 
-    def __init__(self, host=None, overlap: bool = False):
-        self.host, self.overlap = host, bool(overlap)
+    def __init__(self, host=None, overlap: bool = False, terms: str = "all"):
+        self.host, self.overlap, self.terms = host, bool(overlap), terms
         if self.overlap:
             self.name = "roofline-overlap"
+        if terms != "all":
+            self.name = f"{self.name}-{terms}"
 
     def fit(self, dataset, train: Sequence[int], val: Sequence[int] = ()) -> "RooflineEstimator":
         from driple.inspector.train import common_attribute, training_host
@@ -46,7 +50,7 @@ class RooflineEstimator(Estimator):
         self.member_ = fit_member(stack_graph_features(graphs),
                                   np.asarray(dataset.targets, dtype=np.float64)[train],
                                   list(dataset.target_names), self.setting_, self.host_,
-                                  overlap=self.overlap)
+                                  overlap=self.overlap, terms=self.terms)
         return self
 
     @property

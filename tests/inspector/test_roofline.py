@@ -79,6 +79,40 @@ def test_rates_recovered_on_unseen_jobs():
     assert make_estimator("roofline").name == "roofline"
 
 
+def test_physical_terms_weight_only_flops_of_compute_classes_and_traffic_of_the_rest():
+    """Jobs whose step time is 2 x conv FLOP term + 3 x other-traffic term + 5 x conv traffic
+    term: the full fit recovers all three rates; the physical fit may not weight conv traffic
+    (nor other-class FLOPs), so its conv-traffic weight is 0 and the member records its terms,
+    through a checkpoint's state too."""
+    from driple.inspector.roofline import COMPUTE_CLASSES, RooflineMember, term_columns
+
+    classes, k = list(OP_CLASSES), len(OP_CLASSES)
+    mask = term_columns("physical")
+    assert [mask[classes.index(c)] for c in classes] == [c in COMPUTE_CLASSES for c in classes]
+    assert [mask[k + classes.index(c)] for c in classes] == [c not in COMPUTE_CLASSES for c in classes]
+    assert mask[-2:].all() and term_columns("all").all()
+    with pytest.raises(DripleError, match="unknown roofline terms"):
+        term_columns("some")
+    rng = np.random.default_rng(2)
+    rows = [{**features(*rng.uniform(0.1, 2.0, 2) * [1, 100]), "traffic_mb_conv": rng.uniform(1, 100)}
+            for _ in range(10)]
+    X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
+    w = np.zeros(X.shape[1])
+    w[classes.index("conv")], w[k + classes.index("other")], w[k + classes.index("conv")] = 2.0, 3.0, 5.0
+    names = list(target_names())
+    jobs = Jobs(rows, np.repeat((X @ w)[:, None], len(names), 1))
+    full = RooflineEstimator(host=HOST).fit(jobs, range(10))
+    assert full.weights_["step_time"][k + classes.index("conv")] == pytest.approx(5.0, rel=1e-6)
+    physical = RooflineEstimator(host=HOST, terms="physical").fit(jobs, range(10))
+    assert physical.name == "roofline-physical" and make_estimator("roofline-physical").terms == "physical"
+    assert physical.weights_["step_time"][k + classes.index("conv")] == 0.0
+    assert physical.weights_["step_time"][classes.index("conv")] > 2.0  # the FLOP rate takes the traffic's share
+    assert physical.member_.terms["step_time"] == "physical" and full.member_.terms == {}
+    again = RooflineMember.from_state(physical.member_.to_state())
+    assert again.terms == physical.member_.terms and again.weights == physical.member_.weights
+    assert "terms" not in full.member_.to_state()  # checkpoints of every term read as before
+
+
 def test_a_class_no_training_job_has_takes_the_rates_of_the_class_it_runs_like():
     """Trained on conv + matmul jobs (step = 2 x conv term + 4 x matmul term), a job made only of
     a recurrent layer (1 GFLOP: 1 s at the host's peak) is charged at matmul's rate, 4 s, not 0;
