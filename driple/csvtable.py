@@ -3,12 +3,16 @@ checked first.
 
 pandas raises a ``ParserError`` traceback for a line with too many fields and silently pads a
 line with too few (a truncated row) with NaN, after which the row is quietly left out. Here
-either is a :class:`~driple.errors.DripleError` naming the file and the line.
+either is a :class:`~driple.errors.DripleError` naming the file and the line, as is a line with
+binary bytes (a file cut short and overwritten, a disk error).
 """
 from __future__ import annotations
 
 import csv
 import os
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # bytes no text table holds
 
 
 def check_lines(path: str | os.PathLike) -> None:
@@ -23,8 +27,14 @@ def check_lines(path: str | os.PathLike) -> None:
             header = next(reader, None)
             if header is None:
                 return
+            if any(_CONTROL.search(field) for field in header):
+                raise DripleError(f"{path} line 1: the header holds binary bytes (a damaged file); "
+                                  "restore it from a copy or its dataset's raw/ files")
             for row in reader:
                 line = reader.line_num
+                if any(_CONTROL.search(field) for field in row):
+                    raise DripleError(f"{path} line {line}: binary bytes in a text table (a damaged "
+                                      "line); repair or remove that line")
                 if row and len(row) != len(header):
                     kind = "truncated" if len(row) < len(header) else "garbled"
                     raise DripleError(

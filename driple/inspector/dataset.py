@@ -145,6 +145,9 @@ def read_results(path: str, max_contention: Optional[float] = DEFAULT_MAX_CONTEN
         raise DripleError(f"{path} not found: a dataset directory holds the collector's "
                           "results.csv (run `driple collect sweep ...` first)")
     frame = read_csv(path, dtype={"job_id": str, "knobs": str})
+    if frame.empty:
+        raise DripleError(f"{path} holds no job rows, only a header: measure jobs into it with "
+                          "`driple collect sweep ...` first")
     # a table that is not a collector's says which columns it lacks; one of the other label
     # version (it lacks only that version's targets) says so
     _require_columns(frame, path, ("job_id", "status", *CONFIG_COLUMNS, *metrics.METRICS))

@@ -24,6 +24,8 @@ def _dataset(path: Path, damage: str) -> Path:
         rows.append(",".join(row[c] for c in header))
     if damage == "garbled":
         rows[1] = rows[1].replace(",mlp,", ",ml,p,", 1)
+    elif damage == "binary":
+        rows[1] = rows[1].replace(",mlp,", ",m\x00\x00p,", 1)  # a disk error's bytes
     else:
         rows[1] = ",".join(rows[1].split(",")[:12])  # cut off mid-row
     (path / "results.csv").write_text("\n".join([",".join(header), *rows]) + "\n")
@@ -48,6 +50,23 @@ def test_a_damaged_results_line_is_named(tmp_path, capsys, damage):
         assert main(argv) == 2, argv
         err = _one_error_line(capsys)
         assert f"{ds / 'results.csv'} line 3:" in err and f"a {damage} row" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_binary_bytes_a_cut_header_and_an_empty_table_are_named(tmp_path, capsys):
+    """A line with binary bytes, a header cut short into garbage (it once read as "labels v1"),
+    a table of a header alone: one line each, naming what is wrong."""
+    ds = _dataset(tmp_path / "ds", "binary")
+    train = ["train", "--dataset", str(ds), "--out", str(tmp_path / "out"), "--quiet"]
+    assert main(train) == 2
+    assert f"{ds / 'results.csv'} line 3: binary bytes" in _one_error_line(capsys)
+    text = (ds / "results.csv").read_text()
+    (ds / "results.csv").write_text(text[:200] + "\x00\x01garbage")
+    assert main(train) == 2
+    assert "line 1: the header holds binary bytes" in _one_error_line(capsys)
+    (ds / "results.csv").write_text(text.splitlines()[0] + "\n")
+    assert main(train) == 2
+    assert "holds no job rows, only a header" in _one_error_line(capsys)
     assert not (tmp_path / "out").exists()
 
 
