@@ -6,10 +6,10 @@ from it with the paper's scheme (first half of the shared layer's repetitions fr
 and the MLP fine-tuned). Each gets split-conformal intervals calibrated on its validation jobs,
 their coverage measured on its test jobs, a model card and a checksum in the registry.
 
-    python scripts/ship_inspectors.py                   # all three settings, ~minutes on 2 cores
+    python scripts/ship_inspectors.py                   # as shipped: hybrid + roofline, all three settings, ~3 min
     python scripts/ship_inspectors.py --targets ""      # the source only
     python scripts/ship_inspectors.py --reuse-source    # keep the shipped source, re-ship targets
-    python scripts/ship_inspectors.py --model hybrid    # the hybrid (graph + features + priors)
+    python scripts/ship_inspectors.py --model gnn --no-roofline   # the paper's graph network alone
     python scripts/ship_inspectors.py --select-models gnn,hybrid,features   # chosen on validation
 
 ``--model`` / ``--select-models`` name presets of :func:`driple.inspector.train.preset` (``gnn``:
@@ -74,19 +74,20 @@ def main(argv=None) -> int:
                    help="networks trained alone and averaged (default: the preset's)")
     p.add_argument("--target-scaling", default=None,
                    help="default: the preset's (max for gnn, ln for the others)")
-    p.add_argument("--model", default="gnn",
-                   help="preset of the source inspector: gnn, gnn-ln, hybrid, hybrid-plain, features "
-                   "(default gnn, the paper's)")
+    p.add_argument("--model", default="hybrid",
+                   help="preset of the source inspector: gnn (the paper's), gnn-ln, hybrid, hybrid-plain, "
+                   "features (default hybrid: what is shipped, chosen by choose_configuration_lofo.py)")
     p.add_argument("--select-models", default=None, metavar="A,B,...",
                    help="train these presets on the source and keep the lowest validation mean MAPE")
     p.add_argument("--trees", action="store_true",
                    help="also consider every candidate averaged with gradient-boosted trees on its "
                    "graph-level inputs (hgb-priors, stored in the checkpoint); kept if better on "
                    "validation; a transferred target then refits its own trees")
-    p.add_argument("--roofline", action="store_true",
+    p.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=True,
                    help="also consider every candidate with the per-op-class roofline joined into its "
                    "durations (driple.inspector.roofline; per duration: inspector, roofline or their "
-                   "mean, chosen on validation); a transferred target then refits its own")
+                   "mean, chosen on validation); a transferred target then refits its own (default on, "
+                   "as shipped; --no-roofline for the networks alone)")
     p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--build-workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
