@@ -145,7 +145,10 @@ class Predictor:
         if batch_size is not None and int(batch_size) < 1:
             raise DripleError(f"batch size must be at least 1, not {batch_size}")
         workload = _load_workload(model, batch_size, knobs or {})
-        batch = example_batch(workload, batch_size)
+        try:
+            batch = example_batch(workload, batch_size)
+        except DripleError as err:
+            raise DripleError(f"{model}: {err}") from None
         bs = batch_size or _batch_len(batch)
         label = getattr(workload, "name", None) or model
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))

@@ -308,6 +308,12 @@ def load_workload(model: str, batch_size: int | None = None, knobs: dict | None 
         except Exception as err:  # noqa: BLE001 - user code: one line, not a traceback
             raise DripleError(f"{model} could not be built: {type(err).__name__}: {err}") from err
     if hasattr(obj, "model") and hasattr(obj, "make_batch"):
+        default = params["batch_size"].default if "batch_size" in params else None
+        if batch_size is None and getattr(obj, "batch_size", None) is None and isinstance(default, int):
+            try:  # the factory's own default (def build(batch_size=8)) is the workload's
+                obj.batch_size = default
+            except (AttributeError, TypeError):  # a frozen object: --batch-size then
+                pass
         return obj if getattr(obj, "loss_fn", None) is not None else _WithDefaultLoss(obj)
     import torch
 
@@ -384,7 +390,18 @@ def example_batch(workload, batch_size: int | None = None):
         return workload.make_batch(batch_size, device=META)
     batch = getattr(workload, "example_batch", None) if batch_size is None else None
     if batch is None:
-        batch = workload.make_batch(batch_size, generator=torch.Generator().manual_seed(0), device="cpu")
+        batch_size = batch_size or getattr(workload, "batch_size", None)
+        if batch_size is None:
+            raise DripleError("it has no batch size of its own: pass --batch-size (batch_size= in "
+                              "Python), or give the workload a batch_size attribute or its factory "
+                              "a batch_size default")
+        try:
+            batch = workload.make_batch(batch_size, generator=torch.Generator().manual_seed(0), device="cpu")
+        except DripleError:
+            raise
+        except Exception as err:  # noqa: BLE001 - user code: one line, not a traceback
+            raise DripleError(f"its make_batch({batch_size}, generator, device='cpu') failed: "
+                              f"{type(err).__name__}: {err}") from None
     return to_meta(batch)
 
 

@@ -67,6 +67,32 @@ def test_predict_job_zoo_and_user_factory(predictor, tmp_path, monkeypatch):
         predictor.predict_job("mlp", batch_size=0)
 
 
+def test_a_user_workload_s_batch_size_and_make_batch_errors(predictor, tmp_path):
+    """A workload object whose factory has a batch_size default is predicted at it; one with no
+    batch size anywhere asks for --batch-size; a make_batch that raises is one line naming it
+    (both gave a traceback from the CLI before)."""
+    code = tmp_path / "wl.py"
+    code.write_text("import torch\nfrom types import SimpleNamespace\n"
+                    "def _batch(batch_size, generator=None, device='cpu'):\n"
+                    "    return torch.randn(batch_size, 8, generator=generator), None\n"
+                    "def with_default(batch_size=6):\n"
+                    "    return SimpleNamespace(model=torch.nn.Linear(8, 2), make_batch=_batch)\n"
+                    "def without():\n"
+                    "    return SimpleNamespace(model=torch.nn.Linear(8, 2), make_batch=_batch)\n"
+                    "def broken():\n"
+                    "    def make_batch(batch_size, generator=None, device='cpu'):\n"
+                    "        raise KeyError('pixel_values')\n"
+                    "    return SimpleNamespace(model=torch.nn.Linear(8, 2), make_batch=make_batch)\n")
+    assert "batch 6" in predictor.predict_job(f"{code}:with_default").model
+    assert "batch 3" in predictor.predict_job(f"{code}:with_default", batch_size=3).model
+    with pytest.raises(DripleError, match=r"wl\.py:without: it has no batch size of its own: pass --batch-size"):
+        predictor.predict_job(f"{code}:without")
+    assert "batch 4" in predictor.predict_job(f"{code}:without", batch_size=4).model
+    with pytest.raises(DripleError, match=r"wl\.py:broken: its make_batch\(4, generator, device='cpu'\) "
+                                          r"failed: KeyError: 'pixel_values'"):
+        predictor.predict_job(f"{code}:broken", batch_size=4)
+
+
 def test_huge_batches_are_traced_as_shapes(predictor, tiny_mlp, tmp_path):
     """10^7 samples of 1000 floats would be 40 GB: a prediction makes only their shapes (meta
     tensors), so it runs at any batch size, as fast as at batch 4."""
