@@ -503,18 +503,24 @@ _PHASES = {
 }
 
 
-def _explain(exc: Exception, what: str, phase: str | None = None) -> DripleError:
+def _explain(exc: Exception, what: str, phase: str | None = None, labels_in_inputs: bool = False) -> DripleError:
+    """One clear error for a failure inside the traced step. ``labels_in_inputs``: the batch's
+    inputs are a dict with ``labels`` (a Hugging Face model computing its own loss, where
+    heads such as DeBERTa-v2's select the valid labels with ``nonzero()``)."""
     name = type(exc).__name__
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     where, hint = _PHASES.get(phase, ("", ""))
     where = f" {where}" if where else ""
     if name in _DATA_DEPENDENT or "data-dependent" in str(exc) or "data dependent" in str(exc):
+        labels = (" The inputs hold `labels`: a model that computes its own loss from them may "
+                  "select the valid ones by value; return them as targets instead (make_batch -> "
+                  "(inputs, labels)) and driple's default loss is used.") if labels_in_inputs else ""
         return DripleError(
             f"{what} cannot be traced{where} because its control flow or output shapes depend on tensor "
             f"values ({name}: {first}). driple traces with fake tensors that have shapes but no "
             "values, so Python `if`/`while` on a tensor, `.item()`, `.tolist()`, `nonzero()` or "
             "boolean masking in forward cannot be followed. Rewrite that part with tensor ops "
-            "(torch.where, masks multiplied in) or make the decision from shapes/config instead."
+            "(torch.where, masks multiplied in) or make the decision from shapes/config instead." + labels
         )
     return DripleError(
         f"{what} failed on the example batch{where} ({name}: {first}). " + (hint or
@@ -589,7 +595,8 @@ def trace_training_step(
     except DripleError:
         raise
     except Exception as exc:  # noqa: BLE001 — user code may raise anything; explain it
-        raise _explain(exc, "the training step", phase[0]) from None
+        raise _explain(exc, "the training step", phase[0],
+                       labels_in_inputs=isinstance(inputs, dict) and "labels" in inputs) from None
     finally:
         model.train(was_training)
     grad_nodes = outs[1:]

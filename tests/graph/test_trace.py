@@ -94,6 +94,33 @@ def test_data_dependent_control_flow_is_explained():
         trace_training_step(DataDependent(), (torch.randn(3, 4), torch.randint(0, 2, (3,))))
 
 
+class LossOnValidLabels(nn.Module):
+    """A Hugging Face-style head computing its own loss from ``labels``, keeping the valid ones
+    by value (DeBERTa-v2's ``(labels >= 0).nonzero()``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, features=None, labels=None):
+        logits = self.fc(features)
+        if labels is None:
+            return {"logits": logits}
+        keep = (labels >= 0).nonzero().view(-1)
+        return {"logits": logits, "loss": nn.functional.cross_entropy(logits[keep], labels[keep])}
+
+
+def test_labels_selected_by_value_point_to_passing_them_as_targets():
+    x, y = torch.randn(3, 4), torch.randint(0, 3, (3,))
+    with pytest.raises(DripleError, match=r"depend on tensor values.*return them as targets instead"):
+        trace_training_step(LossOnValidLabels(), ({"features": x, "labels": y}, None))
+    traced = trace_training_step(LossOnValidLabels(), ({"features": x}, y))  # as the message says
+    assert traced.batch_size == 3
+    with pytest.raises(DripleError) as err:  # no labels among the inputs: no such hint
+        trace_training_step(DataDependent(), (torch.randn(3, 4), torch.randint(0, 2, (3,))))
+    assert "targets instead" not in str(err.value)
+
+
 def test_forward_failure_is_explained(mlp_step):
     model, _, loss, opt = mlp_step
     with pytest.raises(DripleError, match="failed on the example batch"):
