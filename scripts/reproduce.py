@@ -388,6 +388,19 @@ def _unseen_modes(report: dict, nominal: float) -> dict | None:
             **_run_stamp()}
 
 
+def _network_predictions(report: dict, name: str = "inspector") -> list | None:
+    """Per fold, the inspector's network predictions before its roofline was joined (validation
+    and test jobs) with the fold's job ids: what ``scripts/rejoin_roofline.py`` joins a changed
+    roofline to without retraining. None when the inspector has no roofline."""
+    from driple.inspector.evaluate import to_json
+
+    folds = report["folds"]
+    if not folds or any(name not in (f.get("network") or {}) for f in folds):
+        return None
+    return [{"held_out": f["held_out"], "test_job_ids": list(f["test_job_ids"]),
+             **to_json(f["network"][name])} for f in folds]
+
+
 def _rows_array(rows) -> np.ndarray:
     """Rows of a JSON table (None for a missing value) as a float array (NaN)."""
     return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
@@ -471,7 +484,8 @@ def section_accuracy(ctx: Context) -> None:
                               retrain_source=bool(transfer) and not a.no_retrain_source,
                               floor=floor, cache=ctx.cache, retrain=True)
             entry[split] = {**to_json(report), "coverage": _coverage(report, a.coverage),
-                            "seconds": time.perf_counter() - t0}
+                            "seconds": time.perf_counter() - t0,
+                            "network_predictions": _network_predictions(report)}
             if split == "family":
                 entry[split].update(coverage_other_families=_coverage_other_families(report, a.coverage),
                                     family_intervals=_held_out_intervals(report, "inspector", a.coverage),

@@ -247,6 +247,48 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_rejoin_roofline_reproduces_the_evaluated_inspector_without_retraining(reproduce, shipped, tmp_path, capsys):
+    """The source inspector with a roofline joined, evaluated on a family split: the evaluation
+    keeps its networks' own predictions per fold, and scripts/rejoin_roofline.py, joining a
+    roofline fitted again to them, gives the evaluation's figures; a variant gives its own; an
+    inspector without a roofline is refused by name."""
+    from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.ensemble import with_roofline
+    from driple.inspector.splits import Split
+    from driple.predict.registry import register, resolve
+
+    spec = importlib.util.spec_from_file_location("rejoin", ROOT / "scripts" / "rejoin_roofline.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    data, models = shipped
+    path, entry = resolve("cpu-ddp-w2-lo", root=models)
+    source = load_inspector(str(path))
+    ds = InspectorDataset(str(data / "cpu-ddp-w2-lo"), progress=False)
+    joined = with_roofline(source, ds, Split.from_dict(source.info["split"], ds))
+    joined.save(os.path.dirname(str(path)))
+    register("cpu-ddp-w2-lo", path, root=models, default=True,
+             **{k: entry[k] for k in ("description", "trained", "scores") if entry.get(k) is not None})
+    out = tmp_path / "eval"
+    assert reproduce.main(["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
+                           "--out", str(out), "--work-dir", str(tmp_path / "w"), "--splits", "family",
+                           "--settings", "cpu-ddp-w2-lo", "--estimators", "mean", "--epochs", "2",
+                           "--quiet"]) == 0
+    family = json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]["family"]
+    assert len(family["network_predictions"]) == len(family["folds"]) == 3
+    args = ["--evaluation", str(out), "--models-dir", str(models), "--datasets-dir", str(data),
+            "--settings", "cpu-ddp-w2-lo", "--json"]
+    capsys.readouterr()
+    assert script.main(args) == 0
+    r = json.loads(capsys.readouterr().out)["settings"]["cpu-ddp-w2-lo"]
+    assert r["step_time_mape"] == pytest.approx(r["evaluated_step_time_mape"], rel=1e-9)
+    assert r["median_mape"] == pytest.approx(r["evaluated_median_mape"], rel=1e-9)
+    assert script.main([*args, "--terms", "physical", "--no-overlap"]) == 0
+    assert "cpu-ddp-w2-lo" in json.loads(capsys.readouterr().out)["settings"]
+    assert script.main([*args[:-2], "--settings", "cpu-ddp-w2-1g"]) == 2  # not evaluated in this run
+    assert "no family split of cpu-ddp-w2-1g" in capsys.readouterr().err
+
+
 def test_transfer_section_rows_per_scheme_with_their_run(reproduce, shipped, tmp_path):
     """The transfer study of each target: every scheme at every fraction, and the run that made
     the entry (with --settings the other targets' entries stay from earlier runs)."""
@@ -834,7 +876,7 @@ def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_
 
 
 @pytest.mark.parametrize("script", ["reproduce", "ship_inspectors", "calibrate_unseen_families",
-                                    "refit_roofline", "choose_configuration_lofo"])
+                                    "refit_roofline", "choose_configuration_lofo", "rejoin_roofline"])
 def test_scripts_that_write_shipped_files_import_their_own_checkout_s_driple(script, tmp_path):
     """A second checkout's scripts scored and overwrote the first's trained_models/ through its
     editable install (session 33): each script puts its own checkout first on sys.path."""

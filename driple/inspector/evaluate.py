@@ -44,7 +44,7 @@ from driple.inspector.scores import score_table
 from driple.inspector.splits import Split, family_split, holdout_split, make_splits, random_split
 
 DEFAULT_BASELINES = ("mean", "hgb", "knn")
-ARRAYS = ("measured", "predictions", "calibration_measured", "calibration_predictions")
+ARRAYS = ("measured", "predictions", "calibration_measured", "calibration_predictions", "network")
 
 
 # ---------------------------------------------------------------------- the harness
@@ -57,8 +57,10 @@ def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable
 
     Returns ``{"split", "setting", "dataset", "targets", "estimators", "folds", "scores",
     "fold_mean", "wins", "notes", "noise_floor", "floor_check"}``; each fold keeps its
-    ``measured`` and ``predictions`` arrays (test jobs) and ``calibration_*`` ones
-    (:func:`to_json` drops them).
+    ``measured`` and ``predictions`` arrays (test jobs) and ``calibration_*`` ones, and for an
+    estimator joined with a roofline its network's own validation and test predictions
+    (``network``, for :func:`~driple.inspector.roofline_estimator.rejoin`; :func:`to_json` drops
+    them all).
     """
     if not folds:
         raise DripleError("no fold to evaluate")
@@ -92,6 +94,11 @@ def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable
                 _checked(estimator.predict(dataset, fold.calibration), len(fold.calibration),
                          len(names), name) if fold.calibration else np.zeros((0, len(names))))
             entry["seconds"][name] = time.perf_counter() - start
+            if hasattr(estimator, "inner_val_"):  # a network joined with a roofline: its own predictions
+                entry.setdefault("network", {})[name] = {
+                    "train_job_ids": [dataset.job_ids[i] for i in fold.train],
+                    "val_job_ids": [dataset.job_ids[i] for i in fold.val], "val": estimator.inner_val_,
+                    "test": _checked(estimator.inner.predict(test_ds, fold.test), len(fold.test), len(names), name)}
             entry["scores"][name] = score_table(entry["measured"], pred, names)
             note = getattr(estimator, "note_", None)
             if note:

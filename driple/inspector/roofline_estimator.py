@@ -82,10 +82,43 @@ class WithRoofline(Estimator):
         self.inner.fit(dataset, train, val)
         self.member_ = RooflineEstimator(host=self.host, overlap=self.overlap).fit(dataset, train).member_
         val = positions(dataset, val) if len(val) else []
+        # the inner estimator's own validation predictions, kept: with them (and its test ones) a
+        # new roofline can be joined again without retraining it (rejoin)
+        self.inner_val_ = self.inner.predict(dataset, val) if val else np.zeros((0, len(dataset.target_names)))
         if val:
-            self.member_.choose(self.inner.predict(dataset, val), graphs_of(dataset, val),
+            self.member_.choose(self.inner_val_, graphs_of(dataset, val),
                                 np.asarray(dataset.targets, dtype=np.float64)[val])
         return self
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.member_.combine(self.inner.predict(dataset, idx), graphs_of(dataset, idx))
+
+
+def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: str = "all") -> list:
+    """The inspector's predictions of each fold's test jobs with a roofline fitted again
+    (``overlap``, ``terms``) and joined as :class:`WithRoofline` joins it, its network *not*
+    retrained: each fold (``{"train_job_ids", "val_job_ids", "test_job_ids", "val", "test"}``, the
+    network's own predictions an evaluation kept, :func:`driple.inspector.evaluate.run_folds`)
+    gets a roofline fitted on its training jobs of ``dataset``, the modes chosen on its validation
+    jobs with the network's validation predictions, applied to its test predictions. Seconds where
+    retraining the networks takes hours. Returns ``[n_test, targets]`` per fold."""
+    index = {j: i for i, j in enumerate(dataset.job_ids)}
+
+    def where(ids, what):
+        missing = [j for j in ids if j not in index]
+        if missing:
+            raise DripleError(f"{len(missing)} {what} job(s) of the evaluation are not in {getattr(dataset, 'root', 'the dataset')} "
+                              f"(e.g. {missing[0]}): rejoin on the dataset the evaluation read")
+        return [index[j] for j in ids]
+
+    out = []
+    targets = np.asarray(dataset.targets, dtype=np.float64)
+    for fold in folds:
+        train, val = where(fold["train_job_ids"], "training"), where(fold["val_job_ids"], "validation")
+        test = where(fold["test_job_ids"], "test")
+        member = RooflineEstimator(host=host, overlap=overlap, terms=terms).fit(dataset, train).member_
+        net_val = np.asarray(fold["val"], dtype=np.float64)
+        if val:
+            member.choose(net_val, graphs_of(dataset, val), targets[val])
+        out.append(member.combine(np.asarray(fold["test"], dtype=np.float64), graphs_of(dataset, test)))
+    return out

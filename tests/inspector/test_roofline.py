@@ -266,3 +266,51 @@ def test_no_overlap_is_the_plain_fit_and_old_states_read_the_same():
         member.predict(jobs.graphs)[:, j])
     with pytest.raises(DripleError, match="between 0 and 1"):
         RooflineMember(names, SETTING, HOST, {"step_time": list(w)}, {}, {"step_time": 1.5})
+
+
+def test_an_evaluation_keeps_the_network_predictions_and_rejoin_reproduces_its_inspector():
+    """A network joined with a roofline (WithRoofline over the training mean here), evaluated on
+    two folds: each fold keeps the network's own validation and test predictions; joining a
+    roofline fitted again on them (rejoin) gives the evaluated predictions exactly, without
+    refitting the network; another roofline (physical terms) gives its own."""
+    from driple.inspector.estimators import Estimator
+    from driple.inspector.evaluate import run_folds, to_json
+    from driple.inspector.roofline_estimator import WithRoofline, rejoin
+    from driple.inspector.splits import Split
+
+    rng = np.random.default_rng(3)
+    rows = [{**features(*rng.uniform(0.1, 2.0, 2) * [1, 100], 0.2, rng.uniform(50, 500)),
+             "traffic_mb_conv": rng.uniform(1, 50)} for _ in range(16)]
+    X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
+    classes, k = list(OP_CLASSES), len(OP_CLASSES)
+    w = np.zeros(X.shape[1])
+    w[classes.index("conv")], w[k + classes.index("other")], w[k + classes.index("conv")] = 2.0, 3.0, 4.0
+    names = list(target_names())
+    y = np.repeat((X @ w * rng.uniform(0.8, 1.2, len(rows)))[:, None], len(names), 1)
+    jobs = Jobs(rows, y)
+    folds = [Split("family", train=list(range(0, 8)), val=list(range(8, 12)), test=list(range(12, 16)), held_out="a"),
+             Split("family", train=list(range(8, 16)), val=list(range(0, 4)), test=list(range(4, 8)), held_out="b")]
+    class TrainMean(Estimator):
+        name = "mean"
+
+        def fit(self, dataset, train, val):
+            self.mean_ = np.asarray(dataset.targets)[list(train)].mean(0)
+            return self
+
+        def predict(self, dataset, idx=None):
+            n = len(dataset) if idx is None else len(idx)
+            return np.repeat(self.mean_[None], n, 0)
+
+    report = run_folds(jobs, folds, {"inspector": lambda fold: WithRoofline(TrainMean(), host=HOST)},
+                       progress=False)
+    kept = [{"test_job_ids": f["test_job_ids"], **to_json(f["network"]["inspector"])} for f in report["folds"]]
+    assert kept[0]["val_job_ids"] == ["job8", "job9", "job10", "job11"] and len(kept[0]["train_job_ids"]) == 8
+    assert np.allclose(kept[1]["test"], y[8:16].mean(0))  # the network: the training mean
+    assert "network" not in to_json(report)["folds"][0]  # the CLI's JSON stays as it was
+    again = rejoin(jobs, kept, HOST)
+    for fold, p in zip(report["folds"], again):
+        assert p == pytest.approx(fold["predictions"]["inspector"], rel=1e-12)
+    physical = rejoin(jobs, kept, HOST, terms="physical")
+    assert not np.allclose(np.concatenate(physical), np.concatenate(again), equal_nan=True)
+    with pytest.raises(DripleError, match="not in"):
+        rejoin(jobs, [{**kept[0], "test_job_ids": ["nope"]}], HOST)
