@@ -16,11 +16,17 @@ from driple.cli import main as driple_main
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_script(name: str, module: str | None = None):
+    """``scripts/<name>.py`` imported as a module (scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(module or name, ROOT / "scripts" / f"{name}.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 @pytest.fixture
 def reproduce():
-    spec = importlib.util.spec_from_file_location("reproduce_script", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("reproduce", "reproduce_script")
     sys.modules["reproduce_script"] = module  # --jobs pickles its child function by name
     yield module
     sys.modules.pop("reproduce_script", None)
@@ -204,9 +210,7 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     """The family split's held-out-family intervals go into each shipped checkpoint with its
     training families (the transferred one's include its source's); the registry's checksum
     follows, and the Predictor takes them for a job of another family."""
-    spec = importlib.util.spec_from_file_location("calibrate_unseen", ROOT / "scripts" / "calibrate_unseen_families.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("calibrate_unseen_families", "calibrate_unseen")
     data, models = shipped
     out = tmp_path / "eval"
     assert reproduce.main(["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
@@ -258,9 +262,7 @@ def test_rejoin_roofline_reproduces_the_evaluated_inspector_without_retraining(r
     from driple.inspector.splits import Split
     from driple.predict.registry import register, resolve
 
-    spec = importlib.util.spec_from_file_location("rejoin", ROOT / "scripts" / "rejoin_roofline.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("rejoin_roofline", "rejoin")
     data, models = shipped
     path, entry = resolve("cpu-ddp-w2-lo", root=models)
     source = load_inspector(str(path))
@@ -678,9 +680,7 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
     assert unstamped(again[f"corun-{SETTING_1G}"]) == unstamped(section) and section["date"] and section["command"]
     capsys.readouterr()
 
-    spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("eval_colocate", "eval_colocate_script")
     assert script.main(["--coruns", str(coruns), "--solo", str(data / SETTING_1G),
                         "--json", str(tmp_path / "co.json")]) == 0
     alone = json.loads((tmp_path / "co.json").read_text())
@@ -771,9 +771,7 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
     from driple.predict.registry import resolve, sha256
     from driple.predict.shipping import ship
 
-    spec = importlib.util.spec_from_file_location("refit_roofline", ROOT / "scripts" / "refit_roofline.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("refit_roofline", "refit_roofline")
     data, models = shipped
     path, _ = resolve("cpu-ddp-w2-lo", root=models)
     inspector = load_inspector(str(path))
@@ -809,9 +807,7 @@ def test_choose_roofline_overlap_uses_only_the_inspectors_train_and_validation_j
     from driple.inspector.checkpoint import load_inspector
     from driple.predict.registry import resolve
 
-    spec = importlib.util.spec_from_file_location("choose_overlap", ROOT / "scripts" / "choose_roofline_overlap.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("choose_roofline_overlap", "choose_overlap")
     data, models = shipped
     assert script.main(["--models-dir", str(models), "--settings", "cpu-ddp-w2-lo", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)["cpu-ddp-w2-lo"]
@@ -832,9 +828,7 @@ def test_choose_configuration_lofo_trains_each_family_out_on_train_and_validatio
     from driple.inspector.jobs import job_table
     from driple.predict.registry import resolve
 
-    spec = importlib.util.spec_from_file_location("choose_configuration", ROOT / "scripts" / "choose_configuration_lofo.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("choose_configuration_lofo", "choose_configuration")
     data, models = shipped
     path = str(resolve("cpu-ddp-w2-lo", root=models)[0])
     ds, split = own_jobs(load_inspector(path))
@@ -856,9 +850,7 @@ def test_choose_configuration_lofo_trains_each_family_out_on_train_and_validatio
 
 
 def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_source_card(reproduce, tmp_path):
-    spec = importlib.util.spec_from_file_location("choose_configuration", ROOT / "scripts" / "choose_configuration_lofo.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("choose_configuration_lofo", "choose_configuration")
     result = {"jobs": 12, "families": ["a", "b", "c"], "chosen": "hybrid",
               "features": {"median": 18.6, "mean": 17.9, "step_time": 12.0, "mape": {}},
               "hybrid": {"median": 16.7, "mean": 18.0, "step_time": 13.9, "mape": {}}}
