@@ -304,16 +304,18 @@ def repeat_conv_gru(h: Tensor, adj: Propagation, conv: GCNConv, gru: torch.nn.GR
         return _repeat(h, adj, *weights, steps)  # no workspace: nothing kept
 
 
-def _set2set_dense(set2set: Set2Set, x: Tensor) -> Tensor:
-    """:class:`Set2Set` on ``[B, N, C]`` (every graph has ``N`` groups): bmm and a plain softmax
-    instead of scatter operations; same parameters, same result."""
+def _set2set_dense(set2set: Set2Set, x: Tensor, pad: Optional[Tensor] = None) -> Tensor:
+    """:class:`Set2Set` on ``[B, N, C]`` (every graph has ``N`` groups, or fewer with ``pad``
+    ``[B, N, 1]`` True at the padding): bmm and a plain softmax instead of scatter operations;
+    same parameters, same result."""
     B = x.size(0)
     state = (x.new_zeros(set2set.lstm.num_layers, B, x.size(-1)),) * 2
     q_star = x.new_zeros(B, set2set.out_channels)
     for _ in range(set2set.processing_steps):
         q, state = set2set.lstm(q_star.unsqueeze(0), state)
         q = q.view(B, set2set.in_channels)
-        a = torch.softmax(torch.bmm(x, q.unsqueeze(-1)), dim=1)  # [B, N, 1]
+        e = torch.bmm(x, q.unsqueeze(-1))  # [B, N, 1]
+        a = torch.softmax(e if pad is None else e.masked_fill(pad, float('-inf')), dim=1)
         r = torch.bmm(a.transpose(1, 2), x).squeeze(1)
         q_star = torch.cat([q, r], dim=-1)
     return q_star
@@ -321,9 +323,10 @@ def _set2set_dense(set2set: Set2Set, x: Tensor) -> Tensor:
 
 def _set2set_padded(set2set: Set2Set, h: Tensor, batch: Tensor, batch_size: int) -> Optional[Tensor]:
     """:class:`Set2Set` over graphs with different numbers of groups: ``h`` ``[sum N_i, C]``
-    padded to ``[B, max N_i, C]``, the padding masked out of the softmax, then bmm as in
-    :func:`_set2set_dense` instead of scatter operations (3-4x faster on a CPU); same result.
-    None when ``batch`` is not sorted or a graph has no group (the scatter path handles those)."""
+    padded to ``[B, max N_i, C]``, the padding masked out of the softmax, then
+    :func:`_set2set_dense` (1.6x faster than the scatter path on 16 graphs of 37-100 groups on a
+    CPU); same result. None when ``batch`` is not sorted or a graph has no group (the scatter
+    path handles those)."""
     if batch.numel() == 0 or bool((batch[1:] < batch[:-1]).any()):
         return None
     counts = torch.bincount(batch, minlength=batch_size)
@@ -333,16 +336,7 @@ def _set2set_padded(set2set: Set2Set, h: Tensor, batch: Tensor, batch_size: int)
     x = h.new_zeros(batch_size, int(counts.max()), h.size(-1)).index_put((batch, pos), h)
     pad = torch.ones(batch_size, x.size(1), 1, dtype=torch.bool, device=h.device)
     pad[batch, pos] = False
-    B = batch_size
-    state = (x.new_zeros(set2set.lstm.num_layers, B, x.size(-1)),) * 2
-    q_star = x.new_zeros(B, set2set.out_channels)
-    for _ in range(set2set.processing_steps):
-        q, state = set2set.lstm(q_star.unsqueeze(0), state)
-        q = q.view(B, set2set.in_channels)
-        a = torch.softmax(torch.bmm(x, q.unsqueeze(-1)).masked_fill(pad, float('-inf')), dim=1)
-        r = torch.bmm(a.transpose(1, 2), x).squeeze(1)
-        q_star = torch.cat([q, r], dim=-1)
-    return q_star
+    return _set2set_dense(set2set, x, pad)
 
 
 def _uniform_group_size(batch: Tensor, batch_size: int) -> Optional[int]:
