@@ -1026,13 +1026,31 @@ def _report_standing(acc: dict | None, oozs: list) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if other else ""), *rows, "", *tail]
 
 
-def _report_unseen(acc: dict | None, oozs: list, level: str = "##") -> list[str]:
+def _shipped_unseen_modes(ctx: "Context", settings) -> dict:
+    """``{setting: True}`` where the shipped checkpoint joins roofline modes for unseen families
+    (what ``calibrate_unseen_families.py`` wrote, whatever rule it was run with)."""
+    from driple.errors import DripleError
+    from driple.predict.unseen import joined_modes
+
+    out = {}
+    for setting in settings:
+        try:
+            info = ctx.inspector(setting).info
+        except (DripleError, OSError):  # not shipped here: the rule says it
+            continue
+        out[setting] = bool(joined_modes((info.get("unseen_family") or {}).get("modes")))
+    return out
+
+
+def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dict | None = None) -> list[str]:
     """What the shipped inspector does for a model of a family it did not train on (a user's
     model): its seen-family intervals against intervals calibrated on held-out families (what
     it ships), and the alternative of also joining the roofline as chosen on held-out families
     (:func:`_unseen_modes`), each measured cross-fitted on the held-out families; the out-of-zoo
     sets (``oozs``) with their setting's calibration from all its folds. ``level``: the heading's
-    markdown level (``###`` in a model card)."""
+    markdown level (``###`` in a model card). ``shipped``: per setting, whether its checkpoint
+    joins the modes (:func:`_shipped_unseen_modes`); a setting not in it, as the rule of
+    ``calibrate_unseen_families.py --roofline-modes auto`` decides."""
     from driple.inspector.scores import table_summary
     from driple.predict.unseen import modes_win
 
@@ -1054,8 +1072,8 @@ def _report_unseen(acc: dict | None, oozs: list, level: str = "##") -> list[str]
         if not rep.get("family_intervals"):
             continue
         unseen = rep.get("unseen_modes") or {}
-        ships[setting] = "calibration" in unseen and modes_win(unseen["cross_fitted"]["scores"],
-                                                                rep["scores"]["inspector"])
+        ships[setting] = (shipped or {}).get(setting, "calibration" in unseen and modes_win(
+            unseen["cross_fitted"]["scores"], rep["scores"]["inspector"]))
         rows.append(row(f"{setting}, held-out families", rep, _other_families_coverage_of(rep),
                         unseen.get("cross_fitted"), ships[setting]))
         if "calibration" in unseen:
@@ -1355,7 +1373,8 @@ def write_cards(ctx: Context) -> list[str]:
                 lines += [f"### {split} split ({r[split]['n_test']} test jobs)", ""] + _split_tables(r[split])
                 if split == "family":
                     lines += _against_tables(r[split])
-        lines += _report_unseen({"settings": {setting: r}}, [], level="###")  # as in results.md
+        lines += _report_unseen({"settings": {setting: r}}, [], level="###",  # as in results.md
+                                shipped=_shipped_unseen_modes(ctx, [setting]))
         lines += _configuration_lines(ctx.load("configuration_lofo"), setting)
         with open(path) as f:
             card = f.read()
@@ -1386,7 +1405,8 @@ def report(ctx: Context) -> str:
         if data[section]:
             lines += fmt(data[section])
     lines += _report_standing(data["accuracy"], data["outofzoo"])
-    lines += _report_unseen(data["accuracy"], data["outofzoo"])
+    settings = list(((data["accuracy"] or {}).get("settings") or {}))
+    lines += _report_unseen(data["accuracy"], data["outofzoo"], shipped=_shipped_unseen_modes(ctx, settings))
     return "\n".join(lines)
 
 

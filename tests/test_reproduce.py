@@ -551,6 +551,9 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
     assert "- s (shipped: cross-fitted median MAPE 0.0% with them, 100.0% as is): the roofline joins step_time roofline" in text
     assert text.count("| modes and intervals |") == 2  # the setting's row and its out-of-zoo row
+    # what a checkpoint holds wins over the rule (calibrate run with --roofline-modes never)
+    kept = "\n".join(reproduce._report_unseen(acc, [ooz], shipped={"s": False}))
+    assert "| modes and intervals |" not in kept and "- s (not shipped: " in kept
     assert reproduce._report_unseen({"settings": {}}, [ooz]) == []
     four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
     assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32
