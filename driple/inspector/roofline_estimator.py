@@ -80,18 +80,27 @@ class WithRoofline(Estimator):
 
     def fit(self, dataset, train, val) -> "WithRoofline":
         self.inner.fit(dataset, train, val)
-        self.member_ = RooflineEstimator(host=self.host, overlap=self.overlap).fit(dataset, train).member_
         val = positions(dataset, val) if len(val) else []
         # the inner estimator's own validation predictions, kept: with them (and its test ones) a
         # new roofline can be joined again without retraining it (rejoin)
         self.inner_val_ = self.inner.predict(dataset, val) if val else np.zeros((0, len(dataset.target_names)))
-        if val:
-            self.member_.choose(self.inner_val_, graphs_of(dataset, val),
-                                np.asarray(dataset.targets, dtype=np.float64)[val])
+        self.member_ = fit_joined(dataset, train, val, self.inner_val_, self.host, overlap=self.overlap)
         return self
 
     def predict(self, dataset, idx=None) -> np.ndarray:
         return self.member_.combine(self.inner.predict(dataset, idx), graphs_of(dataset, idx))
+
+
+def fit_joined(dataset, train: Sequence[int], val: Sequence[int], inner_val: np.ndarray, host,
+               overlap: bool = True, terms: str = "all"):
+    """A roofline fitted on the ``train`` jobs of ``dataset``, each duration's mode chosen on the
+    ``val`` jobs against the inner estimator's predictions there (``inner_val``): how
+    :class:`WithRoofline` joins it, and :func:`rejoin` joins it again."""
+    member = RooflineEstimator(host=host, overlap=overlap, terms=terms).fit(dataset, train).member_
+    if len(val):
+        member.choose(np.asarray(inner_val, dtype=np.float64), graphs_of(dataset, val),
+                      np.asarray(dataset.targets, dtype=np.float64)[list(val)])
+    return member
 
 
 def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: str = "all") -> list:
@@ -112,13 +121,9 @@ def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: st
         return [index[j] for j in ids]
 
     out = []
-    targets = np.asarray(dataset.targets, dtype=np.float64)
     for fold in folds:
         train, val = where(fold["train_job_ids"], "training"), where(fold["val_job_ids"], "validation")
         test = where(fold["test_job_ids"], "test")
-        member = RooflineEstimator(host=host, overlap=overlap, terms=terms).fit(dataset, train).member_
-        net_val = np.asarray(fold["val"], dtype=np.float64)
-        if val:
-            member.choose(net_val, graphs_of(dataset, val), targets[val])
+        member = fit_joined(dataset, train, val, fold["val"], host, overlap=overlap, terms=terms)
         out.append(member.combine(np.asarray(fold["test"], dtype=np.float64), graphs_of(dataset, test)))
     return out
