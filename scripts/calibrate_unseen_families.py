@@ -68,14 +68,12 @@ MODES_CHOICES = ("auto", "always", "never")
 
 def ships_modes(family: dict, roofline_modes: str) -> bool:
     """Whether the roofline modes go in: ``always``, ``never``, or (``auto``) where the evaluation
-    has them and they win cross-fitted (:func:`driple.predict.unseen.modes_win`)."""
-    from driple.predict.unseen import modes_win
+    has them and they win cross-fitted (:func:`driple.predict.unseen.modes_ship`)."""
+    from driple.predict.unseen import modes_ship
 
-    unseen = family.get("unseen_modes") or {}
     if roofline_modes != "auto":
         return roofline_modes == "always"
-    inspector = (family.get("scores") or {}).get("inspector")
-    return "calibration" in unseen and inspector is not None and modes_win(unseen["cross_fitted"]["scores"], inspector)
+    return modes_ship(family)
 
 
 def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_modes: str = "auto") -> dict:

@@ -1052,7 +1052,7 @@ def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dic
     joins the modes (:func:`_shipped_unseen_modes`); a setting not in it, as the rule of
     ``calibrate_unseen_families.py --roofline-modes auto`` decides."""
     from driple.inspector.scores import table_summary
-    from driple.predict.unseen import modes_win
+    from driple.predict.unseen import modes_ship
 
     def median(table) -> float | None:
         return table_summary(table)["mape_median"] if table else None
@@ -1072,8 +1072,7 @@ def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dic
         if not rep.get("family_intervals"):
             continue
         unseen = rep.get("unseen_modes") or {}
-        ships[setting] = (shipped or {}).get(setting, "calibration" in unseen and modes_win(
-            unseen["cross_fitted"]["scores"], rep["scores"]["inspector"]))
+        ships[setting] = (shipped or {}).get(setting, modes_ship(rep))
         rows.append(row(f"{setting}, held-out families", rep, _other_families_coverage_of(rep),
                         unseen.get("cross_fitted"), ships[setting]))
         if "calibration" in unseen:

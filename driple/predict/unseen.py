@@ -156,6 +156,15 @@ def modes_win(cross_fitted_scores: Mapping, as_is_scores: Mapping) -> bool:
     return table_summary(cross_fitted_scores)["mape_median"] < table_summary(as_is_scores)["mape_median"]
 
 
+def modes_ship(family: Mapping) -> bool:
+    """The shipping rule for an evaluation's family split (``accuracy.json``'s ``family`` entry):
+    its roofline modes for unseen families (``unseen_modes``) exist and :func:`modes_win` over
+    the inspector as it is (``scores["inspector"]``)."""
+    unseen = family.get("unseen_modes") or {}
+    inspector = (family.get("scores") or {}).get("inspector")
+    return "calibration" in unseen and inspector is not None and modes_win(unseen["cross_fitted"]["scores"], inspector)
+
+
 def nested_choice(targets: Sequence[str], folds: Sequence[dict], coverage: float = 0.9) -> dict:
     """Whether to join the roofline for unseen families, decided without looking at the family
     it is measured on: for each fold, :func:`cross_fitted` on the *other* folds alone against the
