@@ -13,11 +13,18 @@ its transfer source's) and the coverage the evaluation measured for them cross-f
 family with the intervals of the other families' folds). ``driple predict`` then uses them for
 every job of another family. The registry entry's checksum is renewed; nothing else changes.
 
-The roofline modes chosen on the held-out families (``unseen_modes``: how the roofline joins
-each duration's prediction) go in too where they win cross-fitted: a lower median MAPE over the
-held-out families than the inspector as it is (``--roofline-modes auto``, the default; the rule
-whose outcome results.md measures as the "nested choice"). ``--roofline-modes always`` / ``never``
-overrule it.
+Roofline modes chosen on the held-out families (how a roofline joins each duration's
+prediction) go in too where they win cross-fitted: a lower median MAPE over the held-out
+families than the inspector as it is (``--roofline-modes auto``, the default; the rule the
+"nested" figures measure without looking at the family scored). ``--roofline-modes always`` /
+``never`` overrule it. The rooflines offered (``--roofline-sets``: the evaluation's own, all
+terms without overlap, or every variant of :data:`driple.predict.unseen.ROOFLINE_VARIANTS`; the
+set with the lower cross-fitted median wins) are fitted here again per fold on the fold's
+training jobs (seconds; the evaluation's own roofline is checked to come out the same) and, for
+the variants the modes use, on the inspector's training jobs into the checkpoint: a mode is
+applied with the roofline it was chosen with. The figures go to ``unseen_families.json`` beside
+``accuracy.json`` (held-out families cross-fitted and nested; the out-of-zoo sets of the
+evaluation, never used to choose), which ``reproduce.py --report`` reads.
 
 Run it after the evaluation that produced the calibration, on the inspectors that evaluation
 evaluated (the same checkpoints: the calibration is of their configuration and training jobs).
@@ -29,6 +36,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
@@ -64,49 +73,189 @@ def training_families(inspector, registry_root: str, seen: tuple = ()) -> set:
 
 
 MODES_CHOICES = ("auto", "always", "never")
+#: The sets of rooflines (:data:`driple.predict.unseen.ROOFLINE_VARIANTS`) offered: the
+#: evaluation's own (all terms, no overlap) alone, or all four; the one with the lowest
+#: cross-fitted median wins, as the modes against the inspector as it is.
+DEFAULT_SETS = (("all",), ("all", "all-overlap", "physical", "physical-overlap"))
+#: Where the figures go, beside accuracy.json (read by ``reproduce.py --report``).
+FIGURES = "unseen_families.json"
 
 
-def ships_modes(family: dict, roofline_modes: str) -> bool:
-    """Whether the roofline modes go in: ``always``, ``never``, or (``auto``) where the evaluation
-    has them and they win cross-fitted (:func:`driple.predict.unseen.modes_ship`)."""
-    from driple.predict.unseen import modes_ship
+def write_figures(file: str, done: list, accuracy: dict) -> None:
+    """``unseen_families.json``: per setting what ships for unseen families and its figures."""
+    import datetime
+    import platform
+    import shlex
 
-    if roofline_modes != "auto":
-        return roofline_modes == "always"
-    return modes_ship(family)
+    record = {"section": "unseen_families",
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "command": "python scripts/calibrate_unseen_families.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+              "host": platform.node(), "evaluation_date": accuracy.get("date"),
+              "settings": {d["setting"]: {"modes": d["modes"], "how": d["how"], **d["figures"]} for d in done}}
+    old = {}
+    if os.path.exists(file):  # a run on some settings keeps the others'
+        try:
+            with open(file) as f:
+                old = json.load(f).get("settings") or {}
+        except (OSError, ValueError):
+            old = {}
+    record["settings"] = {**old, **record["settings"]}
+    with open(file, "w") as f:
+        json.dump(record, f, indent=1, default=float)
+        f.write("\n")
 
 
-def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_modes: str = "auto") -> dict:
+def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
+    """The evaluation's held-out families of ``setting`` as :func:`driple.predict.unseen.cross_fitted`
+    folds, each ``roofline`` a ``{variant: predictions}`` of rooflines fitted again on the fold's
+    training jobs (the family split of the evaluation's seed), and the dataset read. Refused when
+    the evaluation's own roofline does not come out the same (the data or the code changed)."""
+    from driple.errors import DripleError
+    from driple.inspector.evaluate import own_jobs
+    from driple.inspector.roofline_estimator import RooflineEstimator
+    from driple.inspector.splits import family_split
+    from driple.predict.unseen import ROOFLINE_VARIANTS
+
+    held = (family.get("unseen_modes") or {}).get("held_out")
+    if not held or not family.get("folds"):
+        raise DripleError(f"the evaluation kept no held-out predictions of {setting}'s inspector and roofline; "
+                          "run python scripts/reproduce.py --sections accuracy (family split)")
+    arrays = {k: np.asarray([[np.nan if v is None else v for v in row] for row in held[k]], dtype=np.float64)
+              for k in ("measured", "inspector", "roofline")}
+    ds, own = own_jobs(inspector)
+    index = {j: i for i, j in enumerate(ds.job_ids)}
+    folds, start = [], 0
+    for fold in family["folds"]:
+        ids = list(fold["test_job_ids"])
+        missing = [j for j in ids if j not in index]
+        split = family_split(ds, fold["held_out"], family.get("seed", 0))
+        if missing or sorted(index[j] for j in ids) != sorted(split.test):
+            raise DripleError(f"{setting}: the held-out jobs of {fold['held_out']} are not the dataset's "
+                              f"family split any more; run the evaluation again")
+        test, part = [index[j] for j in ids], slice(start, start + len(ids))
+        start += len(ids)
+        rooflines = {v: RooflineEstimator(**ROOFLINE_VARIANTS[v]).fit(ds, split.train).predict(ds, test)
+                     for v in sorted(set(variants) | {"all"})}
+        if not np.allclose(rooflines["all"], arrays["roofline"][part], rtol=1e-6, equal_nan=True):
+            raise DripleError(f"{setting}: the roofline fitted again on {fold['held_out']}'s training jobs is not "
+                              "the evaluation's (the data or the code changed); run the evaluation again")
+        folds.append({"measured": arrays["measured"][part], "inspector": arrays["inspector"][part],
+                      "roofline": {v: rooflines[v] for v in variants}})
+    return folds, ds, own
+
+
+def shipped_members(inspector, ds, split, variants) -> dict:
+    """``{variant: RooflineMember}`` fitted on the inspector's own training jobs, as
+    :func:`driple.inspector.ensemble.with_roofline` fits its roofline."""
+    from driple.inspector.graph_inputs import stack_graph_features, stack_targets
+    from driple.inspector.roofline import fit_member
+    from driple.inspector.train import training_host
+    from driple.predict.unseen import ROOFLINE_VARIANTS
+
+    train = [ds[i] for i in split.train]
+    host = training_host(ds)
+    return {v: fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
+                          ds.setting, host, **ROOFLINE_VARIANTS[v]) for v in variants}
+
+
+def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str) -> list:
+    """The shipped calibration on each out-of-zoo set of ``setting`` the evaluation scored
+    (``outofzoo*.json``: the inspector's predictions as they were): step time and median MAPE,
+    coverage of the unseen-family intervals. Never used to choose; reported only."""
+    import glob
+
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.scores import score_table, table_summary
+    from driple.predict.intervals import coverage
+
+    out = []
+    for file in sorted(glob.glob(os.path.join(evaluation_dir, "outofzoo*.json"))):
+        with open(file) as f:
+            ooz = json.load(f)
+        held = ooz.get("inspector_predictions")
+        if ooz.get("setting") != setting or not held or not ooz.get("out_of_zoo"):
+            continue
+        b = inspector.build_options()
+        root = ooz["out_of_zoo"] if os.path.isabs(ooz["out_of_zoo"]) else os.path.join(ROOT, ooz["out_of_zoo"])
+        ds = InspectorDataset(root, groups=b["groups"], grouping=b["grouping"], features=b["features"],
+                              seed=b["seed"], progress=False)
+        index = {j: i for i, j in enumerate(ds.job_ids)}
+        graphs = [ds[index[j]] for j in ooz["folds"][0]["test_job_ids"]]
+        rows = lambda k: np.asarray([[np.nan if v is None else v for v in r] for r in held[k]], dtype=np.float64)
+        measured, as_is = rows("measured"), rows("predicted")
+        targets = list(ooz["targets"])
+        joined = np.clip(calibration.join(as_is, calibration.roofline_predictions(graphs, own=inspector.roofline),
+                                          targets), 0, None)
+        low, high = calibration.intervals.interval(joined)
+        with_, was = table_summary(score_table(measured, joined, targets)), table_summary(score_table(measured, as_is, targets))
+        out.append({"file": os.path.relpath(file, ROOT), "jobs": len(graphs),
+                    "step_time_mape": with_["step_time_mape"], "median_mape": with_["mape_median"],
+                    "step_time_mape_as_is": was["step_time_mape"], "median_mape_as_is": was["mape_median"],
+                    "coverage": coverage(measured, low, high, names=targets)["mean"]})
+    return out
+
+
+def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_modes: str = "auto",
+           sets=None) -> dict:
     """Write ``setting``'s calibration from ``accuracy`` (read from ``file``) into its shipped
-    checkpoint; returns what was written (without the intervals' arrays)."""
+    checkpoint; returns what was written (without the intervals' arrays) and the figures."""
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.scores import table_summary
-    from driple.predict.unseen import UnseenFamilyCalibration
+    from driple.inspector.scores import score_table, table_summary
+    from driple.predict.unseen import (ROOFLINE_VARIANTS, UnseenFamilyCalibration, best_option, calibrate,
+                                       nested_choice, pooled)
     from driple.predict.registry import load_registry, register, resolve
 
     if roofline_modes not in MODES_CHOICES:
         raise DripleError(f"--roofline-modes is one of {', '.join(MODES_CHOICES)}, not {roofline_modes!r}")
+    sets = [tuple(s) for s in (sets or DEFAULT_SETS)]
+    unknown = sorted({v for s in sets for v in s if v not in ROOFLINE_VARIANTS})
+    if unknown:
+        raise DripleError(f"unknown roofline variant(s) {', '.join(unknown)}; known: {', '.join(ROOFLINE_VARIANTS)}")
     entry = ((accuracy.get("settings") or {}).get(setting) or {})
     family = entry.get("family") or {}
-    unseen = family.get("unseen_modes") or {}
-    with_modes = ships_modes(family, roofline_modes)
+    path, reg_entry = resolve(setting, root=models_dir)
+    inspector = load_inspector(str(path))
+    targets = list(family.get("targets") or inspector.targets)
+    figures, with_modes, members, best = {}, False, {}, None
+    if roofline_modes != "never" or (family.get("unseen_modes") or {}).get("held_out"):
+        folds, ds, own = variant_folds(setting, family, inspector, sorted({v for s in sets for v in s}))
+        options = {",".join(s): [{**f, "roofline": {v: f["roofline"][v] for v in s}} for f in folds] for s in sets}
+        best, checks = best_option(targets, options)
+        if best is None and roofline_modes == "always":  # the lowest median, won or not
+            best = min(checks, key=lambda n: table_summary(checks[n]["scores"])["mape_median"])
+        with_modes = best is not None and roofline_modes != "never"
+        shown = best or min(checks, key=lambda n: table_summary(checks[n]["scores"])["mape_median"])
+        check = checks[shown]
+        everything = pooled(options[shown])
+        as_is = score_table(everything["measured"], everything["inspector"], targets)
+        nested = nested_choice(targets, options) if len(folds) >= 4 else None
+        members = shipped_members(inspector, ds, own, shown.split(",")) if with_modes else {}
+        summary, was = table_summary(check["scores"]), table_summary(as_is)
+        figures = {"roofline_sets": {n: {"step_time_mape": table_summary(c["scores"])["step_time_mape"],
+                                         "median_mape": table_summary(c["scores"])["mape_median"],
+                                         "coverage": c["coverage"]["mean"]} for n, c in checks.items()},
+                   "variants": shown.split(","), "folds": len(folds), "jobs": len(everything["measured"]),
+                   "cross_fitted": {"step_time_mape": summary["step_time_mape"], "median_mape": summary["mape_median"],
+                                    "coverage": check["coverage"]["mean"], "modes": check["modes"]},
+                   "as_is": {"step_time_mape": was["step_time_mape"], "median_mape": was["mape_median"]}}
+        if nested:
+            n = table_summary(nested["scores"])
+            figures["nested"] = {"step_time_mape": n["step_time_mape"], "median_mape": n["mape_median"],
+                                 "chosen": nested["chosen"]}
     if with_modes:
-        if "calibration" not in unseen:
-            raise DripleError(f"the evaluation has no roofline modes for {setting} "
-                              f"({unseen.get('error') or 'no family split with the roofline'})")
-        modes, intervals = unseen["calibration"]["modes"], unseen["calibration"]["intervals"]
-        scores, cover = unseen["cross_fitted"]["scores"], unseen["cross_fitted"]["coverage"].get("mean")
-        stamp = unseen
+        cal = calibrate(targets, everything["measured"], everything["inspector"], everything["roofline"],
+                        families=(), rooflines=members)
+        modes, intervals, scores, cover = cal.modes, cal.intervals, check["scores"], check["coverage"]["mean"]
+        stamp = {"date": accuracy.get("date"), "command": accuracy.get("command")}
+        rooflines = cal.rooflines
     else:
         intervals = family.get("family_intervals")
         if not intervals:
             raise DripleError(f"the evaluation has no held-out-family intervals for {setting}; "
                               "run python scripts/reproduce.py --sections accuracy (family split)")
-        modes, scores, stamp = {}, family["scores"]["inspector"], entry
+        modes, scores, stamp, rooflines = {}, family["scores"]["inspector"], entry, None
         cover = ((family.get("coverage_other_families") or {}).get("inspector") or {}).get("mean")
-    path, reg_entry = resolve(setting, root=models_dir)
-    inspector = load_inspector(str(path))
     summary = table_summary(scores)
     rel = os.path.relpath(file, ROOT)
     source = {"file": file if rel.startswith("..") else rel, "date": stamp.get("date"),
@@ -116,19 +265,22 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
               "how": "intervals" + (" and roofline modes" if with_modes else "")
                      + " from every held-out family fold; figures cross-fitted (each fold "
                        "calibrated on the other folds)"}
-    if "cross_fitted" in unseen and (family.get("scores") or {}).get("inspector"):
+    if figures:
         source["roofline_modes"] = {  # the figures the choice was made on
-            "rule": roofline_modes, "shipped": with_modes,
-            "median_mape_with": table_summary(unseen["cross_fitted"]["scores"])["mape_median"],
-            "median_mape_as_is": table_summary(family["scores"]["inspector"])["mape_median"]}
-    calibration = UnseenFamilyCalibration(modes, intervals, sorted(training_families(inspector, models_dir)), source)
+            "rule": roofline_modes, "shipped": with_modes, "variants": figures["variants"],
+            "median_mape_with": figures["cross_fitted"]["median_mape"],
+            "median_mape_as_is": figures["as_is"]["median_mape"]}
+    calibration = UnseenFamilyCalibration(modes, intervals, sorted(training_families(inspector, models_dir)),
+                                          source, rooflines or {})
     inspector.info["unseen_family"] = calibration.to_dict()
     inspector.save(os.path.dirname(str(path)))
     keep = {k: reg_entry[k] for k in ("description", "trained", "scores", "card", "hardware", "resident")
             if reg_entry.get(k) is not None}
     default = load_registry(Path(models_dir)).get("default") == setting
     register(setting, path, root=models_dir, default=default, **keep)
-    return {"setting": setting, "modes": calibration.modes, "families": list(calibration.families), **source}
+    figures["out_of_zoo"] = out_of_zoo_figures(calibration, inspector, os.path.dirname(file), setting)
+    return {"setting": setting, "modes": calibration.modes, "families": list(calibration.families),
+            **source, "figures": figures}
 
 
 def main(argv=None) -> int:
@@ -143,6 +295,9 @@ def main(argv=None) -> int:
                    help="ship the roofline modes chosen on the held-out families: auto (default) where "
                         "they win cross-fitted (lower median MAPE than the inspector as it is), always "
                         "(the bare flag), never")
+    p.add_argument("--roofline-sets", nargs="+", default=None, metavar="V,V",
+                   help="the sets of rooflines the modes may join, each comma-separated; the set with the "
+                        "lowest cross-fitted median wins (default: all; all,all-overlap,physical,physical-overlap)")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     a = p.parse_args(argv)
     from driple.errors import DripleError
@@ -155,7 +310,10 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as err:
             raise DripleError(f"cannot read {file}: {err}") from None
         settings = a.settings or sorted(accuracy.get("settings") or {})
-        done = [attach(s, accuracy, a.models_dir, os.path.abspath(file), a.roofline_modes) for s in settings]
+        sets = [tuple(v.strip() for v in x.split(",") if v.strip()) for x in a.roofline_sets] if a.roofline_sets else None
+        os.chdir(ROOT)  # datasets are recorded relative to the repository
+        done = [attach(s, accuracy, a.models_dir, os.path.abspath(file), a.roofline_modes, sets) for s in settings]
+        write_figures(os.path.join(a.evaluation, FIGURES), done, accuracy)
     except DripleError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -164,7 +322,7 @@ def main(argv=None) -> int:
     else:
         for d in done:
             modes = ", ".join(f"{t} {m}" for t, m in d["modes"].items() if m != "inspector")
-            check = d.get("roofline_modes")
+            check, fig = d.get("roofline_modes"), d.get("figures") or {}
             why = "" if not check else (
                 f" (cross-fitted median MAPE {check['median_mape_with']:.2f} % with them, "
                 f"{check['median_mape_as_is']:.2f} % as is)")
@@ -173,6 +331,14 @@ def main(argv=None) -> int:
                      f"; no roofline modes{why}" if check else "")
                   + f"; on {d['folds']} held-out families: step time MAPE {d['step_time_mape']:.1f} %, "
                   f"median MAPE {d['median_mape']:.1f} %, interval coverage {d['coverage']:.1%} (cross-fitted)")
+            if fig.get("nested"):
+                n = fig["nested"]
+                print(f"  nested (modes or not decided on the other families): step time {n['step_time_mape']:.1f} %, "
+                      f"median {n['median_mape']:.1f} %; modes for {sum(c != 'as is' for c in n['chosen'])} of {len(n['chosen'])} families")
+            for o in fig.get("out_of_zoo") or []:
+                print(f"  out of zoo ({o['file']}, {o['jobs']} jobs, never used to choose): step time "
+                      f"{o['step_time_mape']:.1f} % ({o['step_time_mape_as_is']:.1f} as is), median {o['median_mape']:.1f} % "
+                      f"({o['median_mape_as_is']:.1f}), coverage {o['coverage']:.1%}")
     return 0
 
 

@@ -237,14 +237,30 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
     assert entry["description"] == "target"  # the rest of the entry kept
     assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes"]) == 0
     capsys.readouterr()
-    # auto (the default): the modes go in exactly where they win cross-fitted
-    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json"]) == 0
+    # auto (the default): the modes go in exactly where they win cross-fitted; with the
+    # evaluation's own roofline alone they are the evaluation's modes, named by that roofline
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json", "--roofline-sets", "all"]) == 0
     for d in json.loads(capsys.readouterr().out):
         check, fam = d["roofline_modes"], acc[d["setting"]]["family"]
         wins = modes_win(fam["unseen_modes"]["cross_fitted"]["scores"], fam["scores"]["inspector"])
         assert check["rule"] == "auto" and check["shipped"] == wins
         assert (check["median_mape_with"] < check["median_mape_as_is"]) == wins
-        assert d["modes"] == (fam["unseen_modes"]["calibration"]["modes"] if wins else {})
+        assert {t: m.replace(":all", "") for t, m in d["modes"].items()} == (
+            fam["unseen_modes"]["calibration"]["modes"] if wins else {})
+    # every variant offered: the set with the lower cross-fitted median is the one shipped, its
+    # rooflines in the checkpoint, and a user's model is joined with them
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--json"]) == 0
+    figures = json.loads((out / "unseen_families.json").read_text())["settings"]
+    for d in json.loads(capsys.readouterr().out):
+        sets, fig = d["figures"]["roofline_sets"], figures[d["setting"]]
+        assert set(sets) == {"all", "all,all-overlap,physical,physical-overlap"} and "nested" not in fig  # 3 folds
+        best = min(sets, key=lambda n: sets[n]["median_mape"])
+        assert d["roofline_modes"]["median_mape_with"] == sets[best]["median_mape"]
+        assert d["roofline_modes"]["shipped"] == (sets[best]["median_mape"] < d["roofline_modes"]["median_mape_as_is"])
+        cal = UnseenFamilyCalibration.from_dict(
+            Predictor.load(str(resolve(d["setting"], root=models)[0])).inspector.info["unseen_family"])
+        used = {m.partition(":")[2] for m in cal.joined.values()}
+        assert set(cal.rooflines) == used and used <= set(best.split(","))
     with pytest.raises(SystemExit):  # argparse: an unknown rule is refused, nothing written
         script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes", "sometimes"])
     assert script.main(["--evaluation", str(tmp_path / "none"), "--models-dir", str(models)]) == 2

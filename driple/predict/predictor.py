@@ -180,10 +180,12 @@ class Predictor:
         memory_mb = host.memory_mb if host is not None and host.memory_mb > 0 else None
         predicted = self.inspector.predict(graphs, batch_size=batch_size)
         unseen = self.unseen_rows(graphs)
-        if unseen.any() and self.unseen.joined and self.inspector.roofline is not None:
-            # a family it did not train on, and modes chosen on held-out families to apply
+        if unseen.any() and self.unseen.joined:
+            # a family it did not train on, and modes chosen on held-out families to apply, each
+            # with the roofline it was chosen with
             rows = [g for g, u in zip(graphs, unseen) if u]
-            predicted[unseen] = self.unseen.join(predicted[unseen], self.inspector.roofline.predict(rows), targets)
+            rooflines = self.unseen.roofline_predictions(rows, own=self.inspector.roofline)
+            predicted[unseen] = self.unseen.join(predicted[unseen], rooflines, targets)
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
         lows = highs = None
         if self.intervals is not None:

@@ -82,6 +82,32 @@ def test_nested_choice_decides_on_the_other_folds_only():
         nested_choice(TARGETS, folds[:3])
 
 
+def test_modes_over_several_rooflines_name_the_one_they_join():
+    """Two rooflines offered: each target takes the one that is right on it, the mode names it,
+    and joining applies each from its own predictions; a checkpoint naming a roofline it does not
+    carry is refused, and a nested choice between roofline sets picks the one that wins."""
+    from driple.predict.unseen import best_option, nested_choice
+
+    fold = held_out(30, 2)
+    fold["inspector"][:, 1] *= 1.5  # the inspector off on the idle duration too: only "physical" is right
+    rooflines = {"all": fold["roofline"], "physical": np.c_[fold["roofline"][:, 0] * 2, fold["measured"][:, 1],
+                                                           np.full(30, np.nan)]}
+    cal = calibrate(TARGETS, fold["measured"], fold["inspector"], rooflines, families=["a"])
+    assert cal.modes == {"step_time": "roofline:all", "compute_idle_duration": "roofline:physical"}
+    joined = cal.join(fold["inspector"], rooflines, TARGETS)
+    assert joined[:, :2] == pytest.approx(fold["measured"][:, :2])
+    only_all = cal.join(fold["inspector"], {"all": rooflines["all"]}, TARGETS)  # a roofline missing: left out
+    assert only_all[:, 1] == pytest.approx(fold["inspector"][:, 1])
+    with pytest.raises(DripleError, match="unknown roofline mode"):  # names a roofline it does not carry
+        UnseenFamilyCalibration.from_dict(cal.to_dict())
+    folds = [held_out(15, s) for s in range(4)]
+    options = {"all": folds,
+               "bad": [{**f, "roofline": {"x": f["roofline"] * 3}} for f in folds]}
+    best, checks = best_option(TARGETS, options)
+    assert best == "all" and set(checks) == {"all", "bad"}
+    assert nested_choice(TARGETS, options)["chosen"] == ["all"] * 4
+
+
 # ---------------------------------------------------------------------- in the Predictor
 @pytest.fixture
 def shipped(registry):
@@ -138,6 +164,17 @@ def test_predictor_uses_the_unseen_calibration_for_other_families_only(shipped, 
     assert unseen.to_dict()["calibration"] == UNSEEN
     assert type(unseen).from_dict(unseen.to_dict()).calibration == UNSEEN
     assert p.describe()["unseen_family"]["families"] == ["mlp"]
+    # a calibration with a roofline of its own joins that one, not the inspector's
+    own = RooflineMember(targets, inspector.setting, host, {"step_time": [5e2] * width}, {})
+    record = UnseenFamilyCalibration({"step_time": "roofline:physical"}, p.unseen.intervals, ["mlp"],
+                                     rooflines={"physical": own}).to_dict()
+    inspector.info["unseen_family"] = record
+    mine = Predictor(inspector, entry).predict_many([user])[0]
+    assert mine.metrics["step_time"] == pytest.approx(float(own.predict([user])[0, j]), rel=1e-6)
+    assert mine.metrics["step_time"] == pytest.approx(unseen.metrics["step_time"] / 2, rel=1e-6)
+    inspector.info["unseen_family"] = UnseenFamilyCalibration.from_dict(record).to_dict()  # round trip
+    assert Predictor(inspector, entry).unseen.rooflines["physical"].weights == own.weights
+    with_calibration(inspector, families=["mlp"], modes={"step_time": "roofline"})
     # by name: a zoo model carries its family, a user's model (or a bare module) is "user"
     assert p.predict_zoo("mlp", batch_size=4, hidden=16, layers=1).calibration == SEEN
     assert p.predict_zoo("resnet", batch_size=2).calibration == UNSEEN
