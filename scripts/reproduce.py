@@ -1042,7 +1042,8 @@ def _shipped_unseen_modes(ctx: "Context", settings) -> dict:
     return out
 
 
-def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dict | None = None) -> list[str]:
+def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dict | None = None,
+                   figures: dict | None = None) -> list[str]:
     """What the shipped inspector does for a model of a family it did not train on (a user's
     model): its seen-family intervals against intervals calibrated on held-out families (what
     it ships), and the alternative of also joining the roofline as chosen on held-out families
@@ -1078,7 +1079,7 @@ def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dic
         if "calibration" in unseen:
             joins = ", ".join(f"{t} {m}" for t, m in unseen["calibration"]["modes"].items() if m != "inspector")
             verb = "joins" if ships[setting] else "would join"
-            modes.append(f"- {setting} ({'shipped' if ships[setting] else 'not shipped'}: cross-fitted median "
+            modes.append(f"- {setting} ({'modes shipped' if ships[setting] else 'no modes shipped'}: cross-fitted median "
                          f"MAPE {_pct(median(unseen['cross_fitted']['scores']))} with them, "
                          f"{_pct(median(rep['scores']['inspector']))} as is): the roofline {verb} "
                          f"{joins or 'nothing'}")
@@ -1109,11 +1110,50 @@ def _report_unseen(acc: dict | None, oozs: list, level: str = "##", shipped: dic
             "unseen-family intervals | step time, with roofline modes | median MAPE, with "
             "roofline modes | coverage, with roofline modes | shipped |",
             "|---|---|---|---|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows), "",
-            *(["Roofline modes chosen on all held-out families (`roofline`: replaces the inspector's "
-               "prediction; `mean`: geometric mean of the two):", "", *modes, ""] if modes else []),
+            *(["Roofline modes chosen on all held-out families with the evaluation's roofline "
+               "(`roofline`: replaces the inspector's prediction; `mean`: geometric mean of the two; "
+               "what ships, with which rooflines, is in the last table):", "", *modes, ""] if modes else []),
             *(["Modes or not, decided for each held-out family on the other families alone (a nested "
                "choice: the median MAPE of the modes cross-fitted over the other folds against the "
-               "inspector as it is on them), then applied to it:", "", *nested, ""] if nested else [])]
+               "inspector as it is on them), then applied to it:", "", *nested, ""] if nested else []),
+            *_report_unseen_shipped(figures, list(ships))]
+
+
+def _report_unseen_shipped(figures: dict | None, settings: list) -> list[str]:
+    """What ``calibrate_unseen_families.py`` shipped (``unseen_families.json``): per setting the
+    roofline sets offered with their cross-fitted figures, the one shipped, the nested estimate
+    of the whole rule and the out-of-zoo sets (never used to choose)."""
+    rows = []
+    for setting in settings:
+        f = ((figures or {}).get("settings") or {}).get(setting)
+        if not f or not f.get("roofline_sets"):
+            continue
+        sets = f["roofline_sets"]
+        shown = lambda n: (f"{_pct(sets[n]['step_time_mape'])} / {_pct(sets[n]['median_mape'])}" if n in sets else "-")
+        four = next((n for n in sets if n != "all"), None)
+        joined = {m.partition(":")[2] or "own" for m in f["modes"].values() if m != "inspector"}
+        shipped = ("none" if not joined else "all (evaluation's)" if joined == {"all"} else ", ".join(sorted(joined)))
+        n, ooz = f.get("nested") or {}, (f.get("out_of_zoo") or [{}])[0]
+        cross = f["cross_fitted"] if joined else f["as_is"]
+        rows.append([setting, shown("all"), shown(four) if four else "-", shipped,
+                     _pct(cross["step_time_mape"]), _pct(cross["median_mape"]),
+                     _pct(n.get("step_time_mape")), _pct(n.get("median_mape")),
+                     _pct(ooz.get("step_time_mape")), _pct(ooz.get("median_mape")),
+                     _pct(None if ooz.get("coverage") is None else 100 * ooz["coverage"])])
+    if not rows:
+        return []
+    return ["What ships (`python scripts/calibrate_unseen_families.py`, `unseen_families.json`): a mode "
+            "joins the roofline it was chosen with, carried in the checkpoint. Offered per setting: "
+            "the evaluation's own roofline (all terms, no overlap) alone, or four variants (all or "
+            "physical terms, with or without the overlap), each target taking the best of them; the "
+            "set with the lower cross-fitted median MAPE, if it beats the inspector as it is, ships. "
+            "Figures: held-out families cross-fitted (step time / median MAPE); nested: the whole rule, "
+            "the set (or none) decided for each family on the other families alone; out of zoo: the "
+            "shipped inspector on its setting's out-of-zoo set, never used to choose (step time, "
+            "median MAPE, coverage of the unseen-family intervals).", "",
+            "| setting | evaluation's roofline | four variants | shipped rooflines | step time | median MAPE "
+            "| nested step time | nested median | out of zoo step time | out of zoo median | out of zoo coverage |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows), ""]
 
 
 def _report_accuracy(acc) -> list[str]:
@@ -1373,7 +1413,7 @@ def write_cards(ctx: Context) -> list[str]:
                 if split == "family":
                     lines += _against_tables(r[split])
         lines += _report_unseen({"settings": {setting: r}}, [], level="###",  # as in results.md
-                                shipped=_shipped_unseen_modes(ctx, [setting]))
+                                shipped=_shipped_unseen_modes(ctx, [setting]), figures=ctx.load("unseen_families"))
         lines += _configuration_lines(ctx.load("configuration_lofo"), setting)
         with open(path) as f:
             card = f.read()
@@ -1405,7 +1445,8 @@ def report(ctx: Context) -> str:
             lines += fmt(data[section])
     lines += _report_standing(data["accuracy"], data["outofzoo"])
     settings = list(((data["accuracy"] or {}).get("settings") or {}))
-    lines += _report_unseen(data["accuracy"], data["outofzoo"], shipped=_shipped_unseen_modes(ctx, settings))
+    lines += _report_unseen(data["accuracy"], data["outofzoo"], shipped=_shipped_unseen_modes(ctx, settings),
+                            figures=ctx.load("unseen_families"))
     return "\n".join(lines)
 
 
