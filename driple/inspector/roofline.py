@@ -193,6 +193,13 @@ def choose_modes(targets: Sequence[str], inspector: np.ndarray, roofline: np.nda
                  measured: np.ndarray) -> dict:
     """Per duration target, the mode of :data:`MODES` with the lowest MAPE on these (validation)
     jobs; ``"inspector"`` where no job has a positive measured value (ties keep the earlier)."""
+    return choose_among(targets, inspector, {"": roofline}, measured)
+
+
+def choose_among(targets: Sequence[str], inspector: np.ndarray, rooflines: dict, measured: np.ndarray) -> dict:
+    """:func:`choose_modes` over several rooflines (``{name: [n, targets]}``): each duration's
+    mode ``"roofline:<name>"`` / ``"mean:<name>"`` (bare for the name ``""``) or ``"inspector"``,
+    the lowest MAPE on these jobs; ties keep the inspector, then the earlier roofline."""
     from driple.inspector.trees import geometric_mean
 
     modes = {}
@@ -201,14 +208,13 @@ def choose_modes(targets: Sequence[str], inspector: np.ndarray, roofline: np.nda
             continue
         y = measured[:, j]
         ok = np.isfinite(y) & (y > 0)
-        if not ok.any():
-            modes[t] = "inspector"
-            continue
-        options = {"inspector": inspector[:, j], "roofline": roofline[:, j],
-                   "mean": geometric_mean(inspector[:, j], roofline[:, j])}
-        mape = {m: float(np.mean(np.abs(p[ok] - y[ok]) / y[ok])) if np.isfinite(p[ok]).all() else np.inf
+        options = {"inspector": inspector[:, j]}
+        for name, r in rooflines.items():
+            options["roofline" + (f":{name}" if name else "")] = r[:, j]
+            options["mean" + (f":{name}" if name else "")] = geometric_mean(inspector[:, j], r[:, j])
+        mape = {m: float(np.mean(np.abs(p[ok] - y[ok]) / y[ok])) if ok.any() and np.isfinite(p[ok]).all() else np.inf
                 for m, p in options.items()}
-        modes[t] = min(MODES, key=lambda m: mape[m])
+        modes[t] = min(options, key=lambda m: mape[m])  # dict order: the inspector first
     return modes
 
 

@@ -57,11 +57,6 @@ def split_mode(mode: str) -> tuple:
     return how, variant
 
 
-def mode_name(how: str, variant: str) -> str:
-    """The inverse of :func:`split_mode`."""
-    return f"{how}:{variant}" if variant != OWN and how != "inspector" else how
-
-
 class UnseenFamilyCalibration:
     """Roofline modes and intervals for jobs of unseen families (module docstring).
 
@@ -163,25 +158,10 @@ def choose_joined_modes(targets: Sequence[str], inspector: np.ndarray, roofline,
     """Per duration target, the lowest-MAPE way to predict it on these jobs: the inspector as it
     is, or any roofline of ``roofline`` (``{variant: [n, targets]}``, or one array) replacing it
     or averaged with it (geometric); ``"inspector"`` on ties and where nothing is measured
-    (:func:`driple.inspector.roofline.choose_modes` over several rooflines)."""
-    from driple.inspector.roofline import is_duration
-    from driple.inspector.trees import geometric_mean
+    (:func:`driple.inspector.roofline.choose_among`)."""
+    from driple.inspector.roofline import choose_among
 
-    rooflines = _by_variant(roofline)
-    modes = {}
-    for j, t in enumerate(targets):
-        if not is_duration(t):
-            continue
-        y = measured[:, j]
-        ok = np.isfinite(y) & (y > 0)
-        options = {"inspector": inspector[:, j]}
-        for v, r in rooflines.items():
-            options[mode_name("roofline", v)] = r[:, j]
-            options[mode_name("mean", v)] = geometric_mean(inspector[:, j], r[:, j])
-        mape = {m: float(np.mean(np.abs(p[ok] - y[ok]) / y[ok])) if ok.any() and np.isfinite(p[ok]).all() else np.inf
-                for m, p in options.items()}
-        modes[t] = min(options, key=lambda m: (mape[m], m != "inspector"))
-    return modes
+    return choose_among(targets, inspector, _by_variant(roofline), measured)
 
 
 def pooled(folds: Sequence[dict]) -> dict:
