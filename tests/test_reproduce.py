@@ -565,11 +565,21 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
     assert "| s, held-out families | 24 | 100.0% | 100.0% | 50.0% | 87.5% | 0.0% | 0.0% |" in text
     # out of zoo: the held-out intervals (ratios 1.5-2.5) cover the out-of-zoo jobs (ratio 2)
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
-    assert "- s (shipped: cross-fitted median MAPE 0.0% with them, 100.0% as is): the roofline joins step_time roofline" in text
+    assert "- s (modes shipped: cross-fitted median MAPE 0.0% with them, 100.0% as is): the roofline joins step_time roofline" in text
     assert text.count("| modes and intervals |") == 2  # the setting's row and its out-of-zoo row
     # what a checkpoint holds wins over the rule (calibrate run with --roofline-modes never)
     kept = "\n".join(reproduce._report_unseen(acc, [ooz], shipped={"s": False}))
-    assert "| modes and intervals |" not in kept and "- s (not shipped: " in kept
+    assert "| modes and intervals |" not in kept and "- s (no modes shipped: " in kept
+    # what calibrate_unseen_families.py shipped (unseen_families.json): its own table
+    fig = {"settings": {"s": {"modes": {"step_time": "roofline:physical"},
+                              "roofline_sets": {"all": {"step_time_mape": 4.0, "median_mape": 9.0, "coverage": 0.9},
+                                                "all,physical": {"step_time_mape": 3.0, "median_mape": 8.0, "coverage": 0.9}},
+                              "cross_fitted": {"step_time_mape": 3.0, "median_mape": 8.0},
+                              "as_is": {"step_time_mape": 5.0, "median_mape": 10.0},
+                              "nested": {"step_time_mape": 3.5, "median_mape": 8.5},
+                              "out_of_zoo": [{"step_time_mape": 6.0, "median_mape": 7.0, "coverage": 0.875}]}}}
+    shipped_table = "\n".join(reproduce._report_unseen(acc, [ooz], figures=fig))
+    assert "| s | 4.0% / 9.0% | 3.0% / 8.0% | physical | 3.0% | 8.0% | 3.5% | 8.5% | 6.0% | 7.0% | 87.5% |" in shipped_table
     assert reproduce._report_unseen({"settings": {}}, [ooz]) == []
     four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
     assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32
