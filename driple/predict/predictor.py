@@ -235,7 +235,7 @@ class Predictor:
                 "hardware": self.entry.get("hardware") or measured_on(self.inspector),
                 "builder": self.inspector.build_options(),
                 "intervals": self.intervals.to_dict() if self.intervals else None,
-                "unseen_family": self.unseen.to_dict() if self.unseen else None,
+                "unseen_family": self.unseen.describe() if self.unseen else None,
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,
                 "networks": self.inspector.networks, "residual": self.inspector.residual, "labels": self.inspector.labels,
                 "host": None if host is None else host.to_dict()}

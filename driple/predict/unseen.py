@@ -118,6 +118,15 @@ class UnseenFamilyCalibration:
             out["rooflines"] = {v: m.to_state() for v, m in self.rooflines.items()}
         return out
 
+    def describe(self) -> dict:
+        """:meth:`to_dict` for a profile or ``driple settings``: the rooflines by name and
+        what they were fitted on (terms, overlap), not their rates."""
+        out = self.to_dict()
+        if self.rooflines:
+            out["rooflines"] = {v: {"terms": sorted(set(m.terms.values())) or ["all"],
+                                    "overlap": bool(m.overlap)} for v, m in self.rooflines.items()}
+        return out
+
     @classmethod
     def from_dict(cls, record: dict) -> "UnseenFamilyCalibration":
         try:

@@ -174,6 +174,9 @@ def test_predictor_uses_the_unseen_calibration_for_other_families_only(shipped, 
     assert mine.metrics["step_time"] == pytest.approx(unseen.metrics["step_time"] / 2, rel=1e-6)
     inspector.info["unseen_family"] = UnseenFamilyCalibration.from_dict(record).to_dict()  # round trip
     assert Predictor(inspector, entry).unseen.rooflines["physical"].weights == own.weights
+    # a profile's description names the rooflines, without their rates
+    assert Predictor(inspector, entry).describe()["unseen_family"]["rooflines"] == {
+        "physical": {"terms": ["all"], "overlap": False}}
     with_calibration(inspector, families=["mlp"], modes={"step_time": "roofline"})
     # by name: a zoo model carries its family, a user's model (or a bare module) is "user"
     assert p.predict_zoo("mlp", batch_size=4, hidden=16, layers=1).calibration == SEEN
