@@ -89,7 +89,7 @@ def write_figures(file: str, done: list, accuracy: dict) -> None:
 
     record = {"section": "unseen_families",
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": "python scripts/calibrate_unseen_families.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+              "command": ("python scripts/calibrate_unseen_families.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])).strip(),
               "host": platform.node(), "evaluation_date": accuracy.get("date"),
               "settings": {d["setting"]: {"modes": d["modes"], "how": d["how"], **d["figures"]} for d in done}}
     old = {}
@@ -277,7 +277,10 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     keep = {k: reg_entry[k] for k in ("description", "trained", "scores", "card", "hardware", "resident")
             if reg_entry.get(k) is not None}
     default = load_registry(Path(models_dir)).get("default") == setting
-    register(setting, path, root=models_dir, default=default, **keep)
+    register(setting, path, root=models_dir, default=default, **keep,
+             unseen={"folds": source["folds"], "step_time_mape": source["step_time_mape"],
+                     "median_mape": source["median_mape"], "coverage": source["coverage"],
+                     "roofline_modes": bool(calibration.joined)})
     figures["out_of_zoo"] = out_of_zoo_figures(calibration, inspector, os.path.dirname(file), setting)
     return {"setting": setting, "modes": calibration.modes, "families": list(calibration.families),
             **source, "figures": figures}

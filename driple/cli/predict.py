@@ -153,6 +153,11 @@ def run_settings(args: argparse.Namespace) -> int:
                          f"(nominal {s.get('nominal_coverage', 0.9):.0%})")
         if parts:
             print(f"  scores: {', '.join(parts)}")
+        u = e.get("unseen") or {}
+        if u.get("step_time_mape") is not None:
+            print(f"  a model of another family (yours): step time MAPE {u['step_time_mape']:.1f}%, median MAPE "
+                  f"{u['median_mape']:.1f}% on {u.get('folds', '?')} held-out families (each by an inspector trained without it), interval "
+                  f"coverage {u.get('coverage') or 0:.0%} (cross-fitted)" + ("; roofline joined as chosen there" if u.get("roofline_modes") else ""))
         if e.get("card"):
             print(f"  model card: {models_dir() / e['card']}")
         check = e.get("host_check")

@@ -99,6 +99,12 @@ def test_each_shipped_inspector_names_the_hardware_of_its_dataset(shipped, capsy
     out = capsys.readouterr().out
     assert f"measured on: {entries['cpu-ps-p1w2-1g']['hardware']}" in out
     assert f"resident memory: {entries['cpu-ps-p1w2-1g']['resident']['memory']:.0f} MB per worker" in out
+    # and what it does for a user's model, as calibrate_unseen_families.py recorded it
+    for setting, entry in entries.items():
+        u = Predictor.load(setting).unseen.source
+        assert entry["unseen"]["step_time_mape"] == u["step_time_mape"]
+        assert f"a model of another family (yours): step time MAPE {u['step_time_mape']:.1f}%" in out
+    assert out.count("; roofline joined as chosen there") == 2  # 1g and PS
 
 
 def test_a_shipped_checkpoint_loaded_by_path_keeps_its_registry_entry(shipped, tmp_path):
