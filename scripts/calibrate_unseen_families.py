@@ -81,16 +81,12 @@ DEFAULT_SETS = (("all",), ("all", "all-overlap", "physical", "physical-overlap")
 FIGURES = "unseen_families.json"
 
 
-def write_figures(file: str, done: list, accuracy: dict) -> None:
+def write_figures(file: str, done: list, accuracy: dict, argv=None) -> None:
     """``unseen_families.json``: per setting what ships for unseen families and its figures."""
-    import datetime
-    import platform
-    import shlex
+    from driple.collect.provenance import script_stamp
 
-    record = {"section": "unseen_families",
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": ("python scripts/calibrate_unseen_families.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])).strip(),
-              "host": platform.node(), "evaluation_date": accuracy.get("date"),
+    record = {"section": "unseen_families", **script_stamp("calibrate_unseen_families.py", argv),
+              "evaluation_date": accuracy.get("date"),
               "settings": {d["setting"]: {"modes": d["modes"], "how": d["how"], **d["figures"]} for d in done}}
     old = {}
     if os.path.exists(file):  # a run on some settings keeps the others'
@@ -316,7 +312,7 @@ def main(argv=None) -> int:
         sets = [tuple(v.strip() for v in x.split(",") if v.strip()) for x in a.roofline_sets] if a.roofline_sets else None
         os.chdir(ROOT)  # datasets are recorded relative to the repository
         done = [attach(s, accuracy, a.models_dir, os.path.abspath(file), a.roofline_modes, sets) for s in settings]
-        write_figures(os.path.join(a.evaluation, FIGURES), done, accuracy)
+        write_figures(os.path.join(a.evaluation, FIGURES), done, accuracy, argv)
     except DripleError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

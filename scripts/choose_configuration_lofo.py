@@ -112,16 +112,10 @@ def inner_leave_family_out(path: str, candidates, epochs: int = 300, patience: i
 
 def save(result: dict, path: str, setting: str, argv=None) -> None:
     """Write ``result`` with where it came from: the model card cites it."""
-    import platform
-    import time
-
-    from driple.graph.host_speed import cpu_model
+    from driple.collect.provenance import script_stamp
 
     record = {"section": "configuration_lofo", "setting": setting,
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "command": " ".join(["python scripts/choose_configuration_lofo.py",
-                                   *(sys.argv[1:] if argv is None else argv)]),
-              "host": platform.node(), "cpu_model": cpu_model(), **result}
+              **script_stamp("choose_configuration_lofo.py", argv), **result}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(record, f, indent=1)

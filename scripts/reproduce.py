@@ -451,8 +451,9 @@ _ARGV: list[str] | None = None
 def _run_stamp() -> dict:
     """This run's command and date, kept in each entry of a section: with ``--settings`` the
     entries of other settings stay from earlier runs, and say which."""
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(["python scripts/reproduce.py", *(sys.argv[1:] if _ARGV is None else _ARGV)])}
+    from driple.collect.provenance import script_stamp
+
+    return script_stamp("reproduce.py", _ARGV, host=False)
 
 
 def section_accuracy(ctx: Context) -> None:

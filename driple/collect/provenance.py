@@ -16,6 +16,21 @@ from pathlib import Path
 from driple.collect.files import write_json
 
 
+def script_stamp(script: str, argv=None, host: bool = True) -> dict:
+    """When and how a script wrote a result file: ``date`` (UTC, to the minute), ``command``
+    (``python scripts/<script>`` and its arguments: ``argv``, default this process's), and with
+    ``host`` the machine's name and CPU model (a figure only means something with them)."""
+    import time
+
+    words = ["python", f"scripts/{script}", *(sys.argv[1:] if argv is None else argv)]
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(words)}
+    if host:
+        from driple.graph.host_speed import cpu_model
+
+        out.update(host=platform.node(), cpu_model=cpu_model())
+    return out
+
+
 def host_facts() -> dict:
     """This machine and its software: CPU model, cores, memory (bytes), kernel, versions."""
     from driple.graph.host_speed import cpu_model  # no torch import behind it
