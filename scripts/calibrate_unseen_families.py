@@ -93,7 +93,9 @@ def write_figures(file: str, done: list, accuracy: dict, argv=None) -> None:
         try:
             with open(file) as f:
                 old = json.load(f).get("settings") or {}
-        except (OSError, ValueError):
+        except (OSError, ValueError) as err:
+            print(f"warning: {file} could not be read ({err}); written again with these settings only",
+                  file=sys.stderr)
             old = {}
     record["settings"] = {**old, **record["settings"]}
     with open(file, "w") as f:
@@ -205,6 +207,9 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     if roofline_modes not in MODES_CHOICES:
         raise DripleError(f"--roofline-modes is one of {', '.join(MODES_CHOICES)}, not {roofline_modes!r}")
     sets = [tuple(s) for s in (sets or DEFAULT_SETS)]
+    if not all(sets):
+        raise DripleError("a roofline set names no roofline (--roofline-sets takes comma-separated "
+                          f"names of {', '.join(ROOFLINE_VARIANTS)})")
     unknown = sorted({v for s in sets for v in s if v not in ROOFLINE_VARIANTS})
     if unknown:
         raise DripleError(f"unknown roofline variant(s) {', '.join(unknown)}; known: {', '.join(ROOFLINE_VARIANTS)}")

@@ -261,6 +261,14 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
             Predictor.load(str(resolve(d["setting"], root=models)[0])).inspector.info["unseen_family"])
         used = {m.partition(":")[2] for m in cal.joined.values()}
         assert set(cal.rooflines) == used and used <= set(best.split(","))
+    capsys.readouterr()
+    for bad, says in ((",", "names no roofline"), ("all,bogus", "unknown roofline variant(s) bogus")):
+        assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-sets", bad]) == 2
+        assert says in capsys.readouterr().err
+    (out / "unseen_families.json").write_text("{damaged")
+    assert script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-sets", "all"]) == 0
+    assert "could not be read" in capsys.readouterr().err
+    assert set(json.loads((out / "unseen_families.json").read_text())["settings"]) == {"cpu-ddp-w2-1g", "cpu-ddp-w2-lo"}
     with pytest.raises(SystemExit):  # argparse: an unknown rule is refused, nothing written
         script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes", "sometimes"])
     assert script.main(["--evaluation", str(tmp_path / "none"), "--models-dir", str(models)]) == 2
