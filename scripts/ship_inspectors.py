@@ -11,10 +11,14 @@ their coverage measured on its test jobs, a model card and a checksum in the reg
     python scripts/ship_inspectors.py --reuse-source    # keep the shipped source, re-ship targets
     python scripts/ship_inspectors.py --model gnn --no-roofline   # the paper's graph network alone
     python scripts/ship_inspectors.py --select-models gnn,hybrid,features   # chosen on validation
+    python scripts/ship_inspectors.py --select-models features,hybrid --select-by lofo   # for unseen families
 
 ``--model`` / ``--select-models`` name presets of :func:`driple.inspector.train.preset` (``gnn``:
 the paper's; ``hybrid``: residuals over physical priors; ``hybrid-plain``; ``features``); the
-choice is made on the source's validation jobs only and recorded in the checkpoint.
+choice is made on the source's validation jobs only and recorded in the checkpoint; with
+``--select-by lofo`` on an inner leave-family-out of its train + validation jobs instead
+(:mod:`driple.inspector.family_choice`: which preset, with the roofline, predicts a family it
+never trained on best; how session 34 chose the shipped hybrid, in two scripts then).
 Intervals are calibrated on the split's calibration jobs when it has them (else validation).
 
 With ``--reuse-source`` the shipped source inspector is kept as it is (its card and scores
@@ -24,6 +28,7 @@ jobs is added to it (no retraining) and its checksum re-registered.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -79,6 +84,13 @@ def main(argv=None) -> int:
                    "features (default hybrid: what is shipped, chosen by choose_configuration_lofo.py)")
     p.add_argument("--select-models", default=None, metavar="A,B,...",
                    help="train these presets on the source and keep the lowest validation mean MAPE")
+    p.add_argument("--select-by", default="validation", choices=["validation", "lofo"],
+                   help="how --select-models chooses: validation (lowest validation mean MAPE, the default) "
+                   "or lofo (lowest median MAPE in an inner leave-family-out on the source's train + "
+                   "validation jobs, each preset as it defines itself, with the roofline: the choice for a "
+                   "model of a family it never trained on; also written to <out>/evaluation/configuration_lofo.json)")
+    p.add_argument("--processes", type=int, default=2,
+                   help="processes for the candidates side by side and the inner leave-family-out (default 2)")
     p.add_argument("--trees", action="store_true",
                    help="also consider every candidate averaged with gradient-boosted trees on its "
                    "graph-level inputs (hgb-priors, stored in the checkpoint); kept if better on "
@@ -93,6 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    args.argv = argv
 
     import torch
 
@@ -119,6 +132,9 @@ def main(argv=None) -> int:
                                 workers=args.build_workers)
 
     try:
+        if args.select_by == "lofo" and (not args.select_models or not args.roofline or args.trees):
+            raise DripleError("--select-by lofo chooses among the --select-models presets, each with the "
+                              "roofline: give --select-models, and neither --no-roofline nor --trees")
         index = SettingDatasets.load(os.path.abspath(args.datasets))
         mixed = index.check_cpu_models()  # one CPU model per dataset, the one the index names
         if mixed:
@@ -199,17 +215,54 @@ def _ship_source(args, load, options, command):
     for name, c in zip(names, candidates):
         print(f"  {name}: validation mean NRMSE {c.info['scores']['val']['mean']['nrmse']:.3f}, "
               f"MAPE {c.info['scores']['val']['mean']['mape']:.1f}%", flush=True)
-    source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"][by])
-    if len(candidates) > 1:
-        source.info["selection"] = {
-            "by": f"validation mean {by}", "chosen": names[candidates.index(source)],
-            "candidates": {n: c.info["scores"]["val"]["mean"][by] for n, c in zip(names, candidates)}}
+    if args.select_by == "lofo":
+        source = _select_by_lofo(args, [m for m, _ in variants], names, candidates)
+    else:
+        source = min(candidates, key=lambda c: c.info["scores"]["val"]["mean"][by])
+        if len(candidates) > 1:
+            source.info["selection"] = {
+                "by": f"validation mean {by}", "chosen": names[candidates.index(source)],
+                "candidates": {n: c.info["scores"]["val"]["mean"][by] for n, c in zip(names, candidates)}}
     cov = calibrate(source, source_ds, split, args.coverage)
     entry = ship(source, args.source, description=DESCRIPTIONS.get(args.source, args.source),
                  trained=f"from scratch on {len(split.train)} jobs of {source_ds.root} "
                          f"(random split, seed {args.seed})",
                  command=command, root=args.out, default=True)
     return source, entry, cov
+
+
+def _select_by_lofo(args, presets, names, candidates):
+    """The candidate (a preset with the roofline) the inner leave-family-out on the source's
+    train + validation jobs chooses (:mod:`driple.inspector.family_choice`), recorded in it and
+    in ``<out>/evaluation/configuration_lofo.json`` (which the source's model card shows)."""
+    import tempfile
+
+    from driple.collect.provenance import script_stamp
+    from driple.inspector.family_choice import inner_leave_family_out
+
+    roofed = {n: c for n, c in zip(names, candidates) if n.endswith("+roofline")}
+    with tempfile.TemporaryDirectory() as tmp:  # any candidate: they share dataset, split and host
+        path = next(iter(roofed.values())).save(tmp)
+        print(f"  inner leave-family-out over {', '.join(presets)} on the train + validation jobs "
+              f"({args.processes} processes) ...", flush=True)
+        lofo = inner_leave_family_out(path, presets, args.epochs, args.patience, seed=args.seed,
+                                      processes=args.processes)
+    for m in presets:
+        print(f"  {m}+roofline: held-out families' median MAPE {lofo[m]['median']:.1f}%, step time "
+              f"{lofo[m]['step_time']:.1f}%", flush=True)
+    source = roofed[f"{lofo['chosen']}+roofline"]
+    source.info["selection"] = {
+        "by": "inner leave-family-out on the train + validation jobs (median MAPE over the targets)",
+        "chosen": f"{lofo['chosen']}+roofline",
+        "candidates": {f"{m}+roofline": lofo[m]["median"] for m in presets},
+        "validation_mape": {n: c.info["scores"]["val"]["mean"]["mape"] for n, c in roofed.items()}}
+    out = os.path.join(args.out, "evaluation", "configuration_lofo.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"section": "configuration_lofo", "setting": args.source,
+                   **script_stamp("ship_inspectors.py", args.argv), **lofo}, f, indent=1)
+        f.write("\n")
+    return source
 
 
 def _shipped_source(setting, dataset, root):
@@ -284,8 +337,8 @@ def _train_variants(args, root, variants, options):
     jobs = [(root, builder, v, args.hidden, args.repeats, options, args.ema, args.networks, args.threads,
              label_version())
             for v in variants]
-    if len(jobs) == 1:
-        states = [_train_one(jobs[0])]
+    if len(jobs) == 1 or args.processes <= 1:
+        states = [_train_one(j) for j in jobs]
     else:
         import multiprocessing as mp
 

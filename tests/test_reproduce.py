@@ -886,6 +886,31 @@ def test_choose_configuration_lofo_trains_each_family_out_on_train_and_validatio
     assert err.startswith("choose_configuration_lofo: error:") and "Traceback" not in err
 
 
+def test_ship_inspectors_selects_by_an_inner_leave_family_out(shipped, tmp_path, capsys):
+    """--select-by lofo: the presets are trained with the roofline as usual, the inner
+    leave-family-out on the train + validation jobs chooses, and the shipped source records the
+    choice (and configuration_lofo.json beside it); refused without presets or with trees."""
+    from driple.inspector.checkpoint import load_inspector
+    from driple.predict.registry import resolve
+
+    script = load_script("ship_inspectors", "ship_inspectors")
+    data, _ = shipped
+    out = tmp_path / "shipped"
+    common = ["--datasets", str(data), "--out", str(out), "--targets", "", "--epochs", "2", "--patience", "2",
+              "--processes", "1", "--build-workers", "1"]
+    assert script.main([*common, "--select-by", "lofo"]) == 2
+    assert "--select-by lofo chooses among the --select-models presets" in capsys.readouterr().err
+    assert script.main([*common, "--select-models", "features,hybrid", "--select-by", "lofo"]) == 0
+    printed = capsys.readouterr().out
+    assert "inner leave-family-out over features, hybrid" in printed
+    saved = json.loads((out / "evaluation" / "configuration_lofo.json").read_text())
+    assert saved["command"].startswith("python scripts/ship_inspectors.py") and saved["chosen"] in ("features", "hybrid")
+    chosen = min(("features", "hybrid"), key=lambda c: saved[c]["median"])
+    selection = load_inspector(str(resolve("cpu-ddp-w2-lo", root=out)[0])).info["selection"]
+    assert selection["chosen"] == f"{chosen}+roofline" == f"{saved['chosen']}+roofline"
+    assert selection["candidates"] == {f"{c}+roofline": saved[c]["median"] for c in ("features", "hybrid")}
+
+
 def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_source_card(reproduce, tmp_path):
     script = load_script("choose_configuration_lofo", "choose_configuration")
     result = {"jobs": 12, "families": ["a", "b", "c"], "chosen": "hybrid",
