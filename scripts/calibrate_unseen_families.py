@@ -194,14 +194,14 @@ def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str
 
 
 def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_modes: str = "auto",
-           sets=None) -> dict:
+           sets=None, rule: str = "median") -> dict:
     """Write ``setting``'s calibration from ``accuracy`` (read from ``file``) into its shipped
     checkpoint; returns what was written (without the intervals' arrays) and the figures."""
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.scores import score_table, table_summary
     from driple.predict.unseen import (ROOFLINE_VARIANTS, UnseenFamilyCalibration, best_option, calibrate,
-                                       nested_choice, pooled)
+                                       nested_choice, pooled, rule_score)
     from driple.predict.registry import load_registry, register, resolve
 
     if roofline_modes not in MODES_CHOICES:
@@ -222,15 +222,15 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     if roofline_modes != "never" or (family.get("unseen_modes") or {}).get("held_out"):
         folds, ds, own = variant_folds(setting, family, inspector, sorted({v for s in sets for v in s}))
         options = {",".join(s): [{**f, "roofline": {v: f["roofline"][v] for v in s}} for f in folds] for s in sets}
-        best, checks = best_option(targets, options)
-        if best is None and roofline_modes == "always":  # the lowest median, won or not
-            best = min(checks, key=lambda n: table_summary(checks[n]["scores"])["mape_median"])
+        best, checks = best_option(targets, options, rule=rule)
+        if best is None and roofline_modes == "always":  # the lowest score, won or not
+            best = min(checks, key=lambda n: rule_score(checks[n]["scores"], rule))
         with_modes = best is not None and roofline_modes != "never"
-        shown = best or min(checks, key=lambda n: table_summary(checks[n]["scores"])["mape_median"])
+        shown = best or min(checks, key=lambda n: rule_score(checks[n]["scores"], rule))
         check = checks[shown]
         everything = pooled(options[shown])
         as_is = score_table(everything["measured"], everything["inspector"], targets)
-        nested = nested_choice(targets, options) if len(folds) >= 4 else None
+        nested = nested_choice(targets, options, rule=rule) if len(folds) >= 4 else None
         members = shipped_members(inspector, ds, own, shown.split(",")) if with_modes else {}
         summary, was = table_summary(check["scores"]), table_summary(as_is)
         figures = {"roofline_sets": {n: {"step_time_mape": table_summary(c["scores"])["step_time_mape"],
@@ -268,7 +268,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
                        "calibrated on the other folds)"}
     if figures:
         source["roofline_modes"] = {  # the figures the choice was made on
-            "rule": roofline_modes, "shipped": with_modes, "variants": figures["variants"],
+            "rule": roofline_modes, "judged_by": rule, "shipped": with_modes, "variants": figures["variants"],
             "median_mape_with": figures["cross_fitted"]["median_mape"],
             "median_mape_as_is": figures["as_is"]["median_mape"]}
     calibration = UnseenFamilyCalibration(modes, intervals, sorted(training_families(inspector, models_dir)),
@@ -302,6 +302,12 @@ def main(argv=None) -> int:
     p.add_argument("--roofline-sets", nargs="+", default=None, metavar="V,V",
                    help="the sets of rooflines the modes may join, each comma-separated; the set with the "
                         "lowest cross-fitted median wins (default: all; all,all-overlap,physical,physical-overlap)")
+    from driple.predict.unseen import RULES
+
+    p.add_argument("--modes-rule", default="median", choices=RULES,
+                   help="how the modes are judged against the inspector as it is, cross-fitted: median "
+                        "MAPE over every target (default, as shipped), or the mean / median over the "
+                        "durations and step time (the targets a roofline changes)")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     a = p.parse_args(argv)
     from driple.errors import DripleError
@@ -316,7 +322,7 @@ def main(argv=None) -> int:
         settings = a.settings or sorted(accuracy.get("settings") or {})
         sets = [tuple(v.strip() for v in x.split(",") if v.strip()) for x in a.roofline_sets] if a.roofline_sets else None
         os.chdir(ROOT)  # datasets are recorded relative to the repository
-        done = [attach(s, accuracy, a.models_dir, os.path.abspath(file), a.roofline_modes, sets) for s in settings]
+        done = [attach(s, accuracy, a.models_dir, os.path.abspath(file), a.roofline_modes, sets, a.modes_rule) for s in settings]
         write_figures(os.path.join(a.evaluation, FIGURES), done, accuracy, argv)
     except DripleError as err:
         print(f"error: {err}", file=sys.stderr)

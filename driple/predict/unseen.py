@@ -235,13 +235,31 @@ def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float 
             "modes": chosen}
 
 
-def modes_win(cross_fitted_scores: Mapping, as_is_scores: Mapping) -> bool:
-    """Whether joining the roofline for unseen families is worth it: the median per-target MAPE
-    of the modes measured cross-fitted (:func:`cross_fitted`) is lower than the inspector's as it
-    is on the same held-out jobs (score tables of :func:`~driple.inspector.scores.score_table`)."""
+#: How modes are judged against the inspector as it is (:func:`rule_score`): the median MAPE
+#: over every target (the rule shipped since session 35), or the mean or median over the targets
+#: a roofline can change (its durations and the step time).
+RULES = ("median", "duration-mean", "duration-median")
+
+
+def rule_score(scores: Mapping, rule: str = "median") -> float:
+    """A score table's figure under ``rule`` of :data:`RULES` (lower is better)."""
+    from driple.inspector.roofline import is_duration
     from driple.inspector.scores import table_summary
 
-    return table_summary(cross_fitted_scores)["mape_median"] < table_summary(as_is_scores)["mape_median"]
+    if rule == "median":
+        return table_summary(scores)["mape_median"]
+    if rule not in RULES:
+        raise DripleError(f"unknown rule {rule!r}; choose among {', '.join(RULES)}")
+    values = [v["mape"] for t, v in scores.items() if is_duration(t) and v.get("mape") is not None]
+    return float(np.mean(values) if rule == "duration-mean" else np.median(values))
+
+
+def modes_win(cross_fitted_scores: Mapping, as_is_scores: Mapping, rule: str = "median") -> bool:
+    """Whether joining the roofline for unseen families is worth it: the modes measured
+    cross-fitted (:func:`cross_fitted`) score lower under ``rule`` (default: the median
+    per-target MAPE) than the inspector as it is on the same held-out jobs (score tables of
+    :func:`~driple.inspector.scores.score_table`)."""
+    return rule_score(cross_fitted_scores, rule) < rule_score(as_is_scores, rule)
 
 
 def modes_ship(family: Mapping) -> bool:
@@ -253,21 +271,22 @@ def modes_ship(family: Mapping) -> bool:
     return "calibration" in unseen and inspector is not None and modes_win(unseen["cross_fitted"]["scores"], inspector)
 
 
-def best_option(targets: Sequence[str], options: Mapping[str, Sequence[dict]], coverage: float = 0.9) -> tuple:
+def best_option(targets: Sequence[str], options: Mapping[str, Sequence[dict]], coverage: float = 0.9,
+                rule: str = "median") -> tuple:
     """Of ``options`` (``{name: folds}``: the same held-out jobs, each with other rooflines), the
-    one whose modes win (:func:`modes_win`) by the lowest cross-fitted median MAPE, or None when
-    none beats the inspector as it is; returns ``(name or None, {name: cross_fitted(...)})``."""
-    from driple.inspector.scores import score_table, table_summary
+    one whose modes win (:func:`modes_win` under ``rule``) by the lowest cross-fitted score, or
+    None when none beats the inspector as it is; returns ``(name or None, {name: cross_fitted(...)})``."""
+    from driple.inspector.scores import score_table
 
     checks = {name: cross_fitted(targets, folds, coverage) for name, folds in options.items()}
     first = pooled(next(iter(options.values())))
     as_is = score_table(first["measured"], first["inspector"], list(targets))
-    winners = [n for n in checks if modes_win(checks[n]["scores"], as_is)]
-    best = min(winners, key=lambda n: table_summary(checks[n]["scores"])["mape_median"], default=None)
+    winners = [n for n in checks if modes_win(checks[n]["scores"], as_is, rule)]
+    best = min(winners, key=lambda n: rule_score(checks[n]["scores"], rule), default=None)
     return best, checks
 
 
-def nested_choice(targets: Sequence[str], folds, coverage: float = 0.9) -> dict:
+def nested_choice(targets: Sequence[str], folds, coverage: float = 0.9, rule: str = "median") -> dict:
     """Whether (and with which rooflines) to join a roofline for unseen families, decided
     without looking at the family it is measured on: for each fold, :func:`best_option` on the
     *other* folds alone; the modes of the winner (chosen on the other folds) are then applied to
@@ -283,7 +302,7 @@ def nested_choice(targets: Sequence[str], folds, coverage: float = 0.9) -> dict:
     measured, predicted, chosen = [], [], []
     for i in range(n):
         others = {name: [f for j, f in enumerate(fs) if j != i] for name, fs in options.items()}
-        use, _ = best_option(targets, others, coverage)
+        use, _ = best_option(targets, others, coverage, rule)
         fold = next(iter(options.values()))[i]
         p = fold["inspector"]
         if use is not None:

@@ -200,3 +200,19 @@ def test_a_profile_refuses_an_unknown_calibration():
 
     with pytest.raises(DripleError, match="calibration must be"):
         ResourceProfile("cpu-ddp-w2-lo", "m", dict.fromkeys(target_names(), 1.0), calibration="maybe")
+
+
+def test_rules_judge_the_modes_on_all_targets_or_on_the_ones_a_roofline_changes():
+    from driple.predict.unseen import modes_win, rule_score
+
+    def table(step, idle, amount):
+        return {"step_time": {"mape": step}, "compute_idle_duration": {"mape": idle}, "tx_burst_amount": {"mape": amount}}
+
+    as_is, joined = table(12.0, 30.0, 5.0), table(8.0, 31.0, 5.0)
+    # over all three targets the median is the step time's; over the durations the mean of two
+    assert rule_score(as_is) == 12.0 and rule_score(as_is, "duration-mean") == 21.0
+    assert modes_win(joined, as_is) and modes_win(joined, as_is, "duration-mean")
+    hidden = table(12.0, 30.0, 20.0)  # the amount is the median: the modes cannot move it
+    assert not modes_win(table(8.0, 31.0, 20.0), hidden) and modes_win(table(8.0, 31.0, 20.0), hidden, "duration-median")
+    with pytest.raises(DripleError, match="unknown rule"):
+        rule_score(as_is, "best")
