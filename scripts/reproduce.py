@@ -462,6 +462,9 @@ def section_accuracy(ctx: Context) -> None:
 
     a = ctx.args
     source_name = ctx.source_setting()
+    from driple.errors import DripleError
+
+    previous = ((ctx.load("accuracy") or {}).get("settings") or {}) if a.merge_estimators else {}
     out = ctx.kept("accuracy", "settings")
     settings = ctx.settings()
     settings.sort(key=lambda s: s != source_name)  # the source first: its family folds are cached
@@ -491,6 +494,14 @@ def section_accuracy(ctx: Context) -> None:
                 entry[split].update(coverage_other_families=_coverage_other_families(report, a.coverage),
                                     family_intervals=_held_out_intervals(report, "inspector", a.coverage),
                                     unseen_modes=_unseen_modes(report, a.coverage))
+            if a.merge_estimators:
+                before = (previous.get(setting) or {}).get(split)
+                if not before:
+                    raise DripleError(f"--merge-estimators: {ctx.out}/accuracy.json has no {split} split of "
+                                      f"{setting} to keep the other estimators from")
+                entry[split] = merge_estimators(before, entry[split], floor)
+                entry.setdefault("kept_from", {"date": previous[setting].get("date"),
+                                               "command": previous[setting].get("command")})
             _say(format_report(report))
             _say(f"accuracy {setting} {split}: {time.perf_counter() - t0:.0f} s\n")
         out[setting] = entry
@@ -498,6 +509,45 @@ def section_accuracy(ctx: Context) -> None:
                               "command_of_a_row": "driple evaluate <models>/<setting> --split <split> "
                                                   "--retrain [--retrain-source] --estimators "
                                                   + ",".join(a.estimators)})
+
+
+def merge_estimators(before: dict, new: dict, floor=None) -> dict:
+    """One split's accuracy entry with ``new``'s estimators (the inspector and those re-run)
+    replacing ``before``'s and every other estimator of ``before`` kept: per-estimator tables
+    merged, the wins and the floor check counted again over all of them, the inspector's own
+    records (held-out intervals, unseen modes, network predictions) from ``new``. Refused when
+    the two were not scored on the same folds and test jobs."""
+    from driple.errors import DripleError
+    from driple.inspector.evaluate import to_json, win_counts
+    from driple.inspector.noise import floor_check
+
+    def folds_of(entry):
+        return [(f.get("held_out"), list(f.get("test_job_ids") or [])) for f in entry.get("folds") or []]
+
+    if folds_of(before) != folds_of(new) or before.get("targets") != new.get("targets"):
+        raise DripleError("--merge-estimators: the earlier evaluation was scored on other folds or targets "
+                          "(the dataset, the split or its seed changed); run every estimator again")
+    rerun = list(new["estimators"])
+    out = dict(before)
+    out["estimators"] = [e for e in before["estimators"] if e not in rerun] + rerun
+    out["estimators"] = sorted(out["estimators"], key=lambda e: (e != "inspector"))  # the inspector first
+    for key in ("scores", "fold_mean", "notes", "coverage", "coverage_other_families"):
+        if isinstance(new.get(key), dict) or isinstance(before.get(key), dict):
+            out[key] = {**(before.get(key) or {}), **(new.get(key) or {})}
+    out["folds"] = []
+    for old_fold, new_fold in zip(before["folds"], new["folds"]):
+        fold = {**old_fold, **{k: v for k, v in new_fold.items() if k not in ("scores", "seconds", "notes")}}
+        for key in ("scores", "seconds", "notes"):
+            fold[key] = {**(old_fold.get(key) or {}), **(new_fold.get(key) or {})}
+        out["folds"].append(fold)
+    out["wins"] = win_counts(out["scores"], out["targets"])
+    if floor is not None:
+        out["floor_check"] = to_json({key: floor_check(out["scores"], floor, key=key) for key in ("nrmse", "mape")})
+    for key in ("network_predictions", "family_intervals", "unseen_modes", "seconds", "n_test"):
+        if key in new:
+            out[key] = new[key]
+    out["merged"] = {"rerun": rerun, "kept": [e for e in out["estimators"] if e not in rerun]}
+    return out
 
 
 def _estimators_for(names: list[str], ds) -> list[str]:
@@ -1665,6 +1715,11 @@ def main(argv=None) -> int:
                    "shipped inspector of the setting its jobs ran in (repeatable, one set per setting; "
                    "default: " + ", ".join(f"datasets/{d}" for d in DEFAULT_OUT_OF_ZOO) + ", those measured)")
     p.add_argument("--splits", nargs="+", default=["random", "family"], choices=["random", "family"])
+    p.add_argument("--merge-estimators", action="store_true",
+                   help="accuracy: keep the estimators of the earlier accuracy.json in --out that this run "
+                   "does not re-run (the inspector and --estimators are re-run; same folds required): "
+                   "after an inspector change, --estimators roofline --merge-estimators refreshes it and its "
+                   "roofline without training the other networks again")
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
     p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors",

@@ -206,6 +206,36 @@ def test_sigterm_stops_every_child_and_keeps_what_finished(reproduce, shipped, t
     assert not [p for p in work.iterdir() if p.name.startswith("reproduce-")]
 
 
+def test_merge_estimators_reruns_the_inspector_and_keeps_the_other_estimators(reproduce, shipped, tmp_path, capsys):
+    """--merge-estimators: the inspector and the named estimators are scored again, every other
+    estimator of the earlier accuracy.json is kept as it was, the wins counted over all; an
+    earlier run on other folds, or none, is refused."""
+    data, models = shipped
+    out = tmp_path / "eval"
+    common = ["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models), "--out", str(out),
+              "--work-dir", str(tmp_path / "w"), "--splits", "random", "--settings", "cpu-ddp-w2-lo",
+              "--epochs", "2", "--quiet"]
+    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 2
+    assert "has no random split of cpu-ddp-w2-lo" in capsys.readouterr().err
+    assert reproduce.main([*common, "--estimators", "mean,hgb,roofline"]) == 0
+    before = json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]["random"]
+    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 0
+    entry = json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]
+    after = entry["random"]
+    assert after["estimators"] == ["inspector", "mean", "hgb", "roofline"]
+    assert after["merged"] == {"rerun": ["inspector", "roofline"], "kept": ["mean", "hgb"]}
+    for name in ("mean", "hgb"):
+        assert after["scores"][name] == before["scores"][name]
+        assert after["folds"][0]["scores"][name] == before["folds"][0]["scores"][name]
+    assert set(after["wins"]["mape"]) == set(after["estimators"]) and entry["kept_from"]["command"]
+    damaged = json.loads((out / "accuracy.json").read_text())  # an earlier run on other test jobs
+    damaged["settings"]["cpu-ddp-w2-lo"]["random"]["folds"][0]["test_job_ids"] = ["elsewhere"]
+    (out / "accuracy.json").write_text(json.dumps(damaged))
+    capsys.readouterr()
+    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 2
+    assert "scored on other folds" in capsys.readouterr().err
+
+
 def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shipped, tmp_path, capsys):
     """The family split's held-out-family intervals go into each shipped checkpoint with its
     training families (the transferred one's include its source's); the registry's checksum
