@@ -219,7 +219,8 @@ def test_merge_estimators_reruns_the_inspector_and_keeps_the_other_estimators(re
     assert "has no random split of cpu-ddp-w2-lo" in capsys.readouterr().err
     assert reproduce.main([*common, "--estimators", "mean,hgb,roofline"]) == 0
     before = json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]["random"]
-    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 0
+    # side by side (--jobs): the child reads the earlier file copied into its own output
+    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators", "--jobs", "2"]) == 0
     entry = json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]
     after = entry["random"]
     assert after["estimators"] == ["inspector", "mean", "hgb", "roofline"]
