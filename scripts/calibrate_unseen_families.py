@@ -109,7 +109,7 @@ def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
     training jobs (the family split of the evaluation's seed), and the dataset read. Refused when
     the evaluation's own roofline does not come out the same (the data or the code changed)."""
     from driple.errors import DripleError
-    from driple.inspector.evaluate import own_jobs
+    from driple.inspector.evaluate import own_jobs, rows_array
     from driple.inspector.roofline_estimator import RooflineEstimator
     from driple.inspector.splits import family_split
     from driple.predict.unseen import ROOFLINE_VARIANTS
@@ -118,8 +118,7 @@ def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
     if not held or not family.get("folds"):
         raise DripleError(f"the evaluation kept no held-out predictions of {setting}'s inspector and roofline; "
                           "run python scripts/reproduce.py --sections accuracy (family split)")
-    arrays = {k: np.asarray([[np.nan if v is None else v for v in row] for row in held[k]], dtype=np.float64)
-              for k in ("measured", "inspector", "roofline")}
+    arrays = {k: rows_array(held[k]) for k in ("measured", "inspector", "roofline")}
     ds, own = own_jobs(inspector)
     index = {j: i for i, j in enumerate(ds.job_ids)}
     folds, start = [], 0
@@ -163,6 +162,7 @@ def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str
     import glob
 
     from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.evaluate import rows_array
     from driple.inspector.scores import score_table, table_summary
     from driple.predict.intervals import coverage
 
@@ -179,8 +179,7 @@ def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str
                               seed=b["seed"], progress=False)
         index = {j: i for i, j in enumerate(ds.job_ids)}
         graphs = [ds[index[j]] for j in ooz["folds"][0]["test_job_ids"]]
-        rows = lambda k: np.asarray([[np.nan if v is None else v for v in r] for r in held[k]], dtype=np.float64)
-        measured, as_is = rows("measured"), rows("predicted")
+        measured, as_is = rows_array(held["measured"]), rows_array(held["predicted"])
         targets = list(ooz["targets"])
         joined = np.clip(calibration.join(as_is, calibration.roofline_predictions(graphs, own=inspector.roofline),
                                           targets), 0, None)

@@ -401,14 +401,10 @@ def _network_predictions(report: dict, name: str = "inspector") -> list | None:
              **to_json(f["network"][name])} for f in folds]
 
 
-def _rows_array(rows) -> np.ndarray:
-    """Rows of a JSON table (None for a missing value) as a float array (NaN)."""
-    return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
-
-
 def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
     """Mean coverage on the out-of-zoo jobs of the source inspector's intervals calibrated on its
     held-out families (accuracy section, ``family_intervals``); None without either."""
+    from driple.inspector.evaluate import rows_array
     from driple.predict.intervals import ConformalIntervals, coverage
 
     setting = ooz.get("setting")
@@ -418,7 +414,7 @@ def _outofzoo_other_families(acc: dict | None, ooz: dict) -> float | None:
         return None
     ints = ConformalIntervals.from_dict(record)
     low, high = ints.interval(np.clip(np.asarray(held["predicted"], dtype=float), 0, None))
-    measured = _rows_array(held["measured"])
+    measured = rows_array(held["measured"])
     return coverage(measured, low, high, names=list(ints.names))["mean"]
 
 
@@ -426,6 +422,7 @@ def _outofzoo_unseen_modes(acc: dict | None, ooz: dict) -> dict | None:
     """The out-of-zoo jobs as the source inspector would predict them with the roofline modes
     chosen on its held-out families (:func:`_unseen_modes`): its prediction as it is joined with
     the roofline, that calibration's intervals: ``{"scores", "coverage"}``; None without either."""
+    from driple.inspector.evaluate import rows_array
     from driple.inspector.scores import score_table
     from driple.predict.unseen import UnseenFamilyCalibration
     from driple.predict.intervals import coverage
@@ -438,8 +435,8 @@ def _outofzoo_unseen_modes(acc: dict | None, ooz: dict) -> dict | None:
 
     cal = UnseenFamilyCalibration(unseen["calibration"]["modes"], unseen["calibration"]["intervals"], ())
     names = list(cal.intervals.names)
-    y = _rows_array(held["measured"])
-    joined = np.clip(cal.join(_rows_array(held["predicted"]), _rows_array(held["roofline"]), names), 0, None)
+    y = rows_array(held["measured"])
+    joined = np.clip(cal.join(rows_array(held["predicted"]), rows_array(held["roofline"]), names), 0, None)
     low, high = cal.intervals.interval(joined)
     return {"scores": score_table(y, joined, names), "coverage": coverage(y, low, high, names=names)}
 

@@ -383,6 +383,12 @@ def _network_factory(predictor, dataset, options, overrides, seed, source, sourc
 
 
 # ---------------------------------------------------------------------- output
+def rows_array(rows) -> np.ndarray:
+    """Rows of a JSON table (:func:`to_json` writes a missing value as None) as a float array
+    (NaN)."""
+    return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=np.float64)
+
+
 def to_json(report: dict) -> dict:
     """``report`` without the prediction arrays (plain types, JSON-ready)."""
     def clean(obj):
