@@ -112,8 +112,7 @@ class UnseenFamilyCalibration:
         return join_modes(predicted, roofline, targets, self.joined)
 
     def to_dict(self) -> dict:
-        out = {"modes": self.modes, "intervals": self.intervals.to_dict(),
-               "families": list(self.families), "source": self.source}
+        out = self.describe()
         if self.rooflines:  # absent: bare modes only (checkpoints of session 35 read the same)
             out["rooflines"] = {v: m.to_state() for v, m in self.rooflines.items()}
         return out
@@ -121,8 +120,9 @@ class UnseenFamilyCalibration:
     def describe(self) -> dict:
         """:meth:`to_dict` for a profile or ``driple settings``: the rooflines by name and
         what they were fitted on (terms, overlap), not their rates."""
-        out = self.to_dict()
-        if self.rooflines:
+        out = {"modes": self.modes, "intervals": self.intervals.to_dict(),
+               "families": list(self.families), "source": self.source}
+        if self.rooflines:  # their rates are not serialized only to be replaced
             out["rooflines"] = {v: {"terms": sorted(set(m.terms.values())) or ["all"],
                                     "overlap": bool(m.overlap)} for v, m in self.rooflines.items()}
         return out
