@@ -142,17 +142,12 @@ def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
 
 
 def shipped_members(inspector, ds, split, variants) -> dict:
-    """``{variant: RooflineMember}`` fitted on the inspector's own training jobs, as
-    :func:`driple.inspector.ensemble.with_roofline` fits its roofline."""
-    from driple.inspector.graph_inputs import stack_graph_features, stack_targets
-    from driple.inspector.roofline import fit_member
-    from driple.inspector.train import training_host
+    """``{variant: RooflineMember}`` fitted on the inspector's own training jobs, as its own
+    roofline is (:func:`driple.inspector.ensemble.fit_roofline`)."""
+    from driple.inspector.ensemble import fit_roofline
     from driple.predict.unseen import ROOFLINE_VARIANTS
 
-    train = [ds[i] for i in split.train]
-    host = training_host(ds)
-    return {v: fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
-                          ds.setting, host, **ROOFLINE_VARIANTS[v]) for v in variants}
+    return {v: fit_roofline(inspector, ds, split, **ROOFLINE_VARIANTS[v]) for v in variants}
 
 
 def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str) -> list:
@@ -289,8 +284,9 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--evaluation", default=os.path.join(ROOT, "trained_models", "evaluation"),
-                   help="directory of the evaluation's accuracy.json (default trained_models/evaluation)")
+    p.add_argument("--evaluation", default=None,
+                   help="directory of the evaluation's accuracy.json, where unseen_families.json is written "
+                        "(default: <models dir>/evaluation)")
     p.add_argument("--models-dir", default=os.path.join(ROOT, "trained_models"),
                    help="the shipped inspectors and their registry (default trained_models)")
     p.add_argument("--settings", nargs="*", default=None, help="only these settings (default: every one evaluated)")
@@ -312,6 +308,8 @@ def main(argv=None) -> int:
     from driple.errors import DripleError
 
     try:
+        a.models_dir = os.path.abspath(a.models_dir)  # before the chdir below
+        a.evaluation = os.path.abspath(a.evaluation or os.path.join(a.models_dir, "evaluation"))
         file = os.path.join(a.evaluation, "accuracy.json")
         try:
             with open(file) as f:

@@ -304,6 +304,11 @@ def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shi
         script.main(["--evaluation", str(out), "--models-dir", str(models), "--roofline-modes", "sometimes"])
     assert script.main(["--evaluation", str(tmp_path / "none"), "--models-dir", str(models)]) == 2
     assert "cannot read" in capsys.readouterr().err
+    # without --evaluation: the models directory's own evaluation, read and written there
+    (models / "evaluation").mkdir(exist_ok=True)
+    (models / "evaluation" / "accuracy.json").write_text((out / "accuracy.json").read_text())
+    assert script.main(["--models-dir", str(models), "--roofline-sets", "all"]) == 0
+    assert (models / "evaluation" / "unseen_families.json").exists()
 
 
 def test_rejoin_roofline_reproduces_the_evaluated_inspector_without_retraining(reproduce, shipped, tmp_path, capsys):

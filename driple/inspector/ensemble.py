@@ -42,19 +42,29 @@ def with_trees(inspector, dataset, split, random_state: int = 0):
     return out
 
 
+def fit_roofline(inspector, dataset, split, overlap: bool = False, terms: str = "all"):
+    """A :class:`~driple.inspector.roofline.RooflineMember` fitted on the split's training jobs of
+    ``dataset`` for ``inspector``'s targets, divided by its host figures (else the dataset's), every
+    mode ``"inspector"``: the one way a roofline is fitted for a checkpoint, whether it joins the
+    seen-family prediction (:func:`with_roofline`) or an unseen family's
+    (``scripts/calibrate_unseen_families.py``)."""
+    from driple.inspector.graph_inputs import stack_graph_features, stack_targets
+    from driple.inspector.roofline import fit_member
+
+    train = [dataset[i] for i in split.train]
+    return fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
+                      dataset.setting, inspector.host or training_host(dataset), overlap=overlap, terms=terms)
+
+
 def with_roofline(inspector, dataset, split, overlap: bool = True):
     """A copy of ``inspector`` (sharing its network and tree member) with a roofline fitted on the
     split's training jobs attached (with ``overlap``: communication partly hidden under compute,
     :func:`~driple.inspector.roofline.fit_overlap`), each duration's mode chosen on its
     validation jobs, scored again on the split (``info["scores"]``)."""
-    from driple.inspector.graph_inputs import stack_graph_features, stack_targets
-    from driple.inspector.roofline import fit_member
+    from driple.inspector.graph_inputs import stack_targets
 
-    host = inspector.host or training_host(dataset)
-    train = [dataset[i] for i in split.train]
+    member = fit_roofline(inspector, dataset, split, overlap=overlap)
     val = [dataset[i] for i in split.val]
-    member = fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
-                        dataset.setting, host, overlap=overlap)
     out = copy.copy(inspector)
     out.info = dict(inspector.info)
     out.attach_roofline(None)
