@@ -88,17 +88,21 @@ def run_folds(dataset, folds: Sequence[Split], estimators: Mapping[str, Callable
         for name, factory in estimators.items():
             start = time.perf_counter()
             estimator = factory(fold).fit(dataset, fold.train, fold.val)
-            pred = _checked(estimator.predict(test_ds, fold.test), len(fold.test), len(names), name)
+            if hasattr(estimator, "predict_parts"):  # a network joined with a roofline: keep its own too
+                inner, pred = estimator.predict_parts(test_ds, fold.test)
+            else:
+                inner, pred = None, estimator.predict(test_ds, fold.test)
+            pred = _checked(pred, len(fold.test), len(names), name)
             entry["predictions"][name] = pred
             entry["calibration_predictions"][name] = (
                 _checked(estimator.predict(dataset, fold.calibration), len(fold.calibration),
                          len(names), name) if fold.calibration else np.zeros((0, len(names))))
             entry["seconds"][name] = time.perf_counter() - start
-            if hasattr(estimator, "inner_val_"):  # a network joined with a roofline: its own predictions
+            if inner is not None:  # for rejoin: the network's own validation and test predictions
                 entry.setdefault("network", {})[name] = {
                     "train_job_ids": [dataset.job_ids[i] for i in fold.train],
                     "val_job_ids": [dataset.job_ids[i] for i in fold.val], "val": estimator.inner_val_,
-                    "test": _checked(estimator.inner.predict(test_ds, fold.test), len(fold.test), len(names), name)}
+                    "test": _checked(inner, len(fold.test), len(names), name)}
             entry["scores"][name] = score_table(entry["measured"], pred, names)
             note = getattr(estimator, "note_", None)
             if note:

@@ -88,7 +88,13 @@ class WithRoofline(Estimator):
         return self
 
     def predict(self, dataset, idx=None) -> np.ndarray:
-        return self.member_.combine(self.inner.predict(dataset, idx), graphs_of(dataset, idx))
+        return self.predict_parts(dataset, idx)[1]
+
+    def predict_parts(self, dataset, idx=None) -> tuple:
+        """``(inner, joined)``: the inner estimator's own predictions and the joined ones, from
+        one pass of it (an evaluation keeps both, :func:`rejoin` needs the first)."""
+        inner = self.inner.predict(dataset, idx)
+        return inner, self.member_.combine(inner, graphs_of(dataset, idx))
 
 
 def fit_joined(dataset, train: Sequence[int], val: Sequence[int], inner_val: np.ndarray, host,
