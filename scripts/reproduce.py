@@ -483,7 +483,7 @@ def section_accuracy(ctx: Context) -> None:
                               progress=not a.quiet, families=a.families if split == "family" else None,
                               overrides=ctx.overrides(), source=source, source_dataset=source_ds,
                               retrain_source=bool(transfer) and not a.no_retrain_source,
-                              floor=floor, cache=ctx.cache, retrain=True)
+                              floor=floor, cache=ctx.cache, retrain=True, seed=a.seed)
             entry[split] = {**to_json(report), "coverage": _coverage(report, a.coverage),
                             "seconds": time.perf_counter() - t0,
                             "network_predictions": _network_predictions(report)}
@@ -521,9 +521,10 @@ def merge_estimators(before: dict, new: dict, floor=None) -> dict:
     def folds_of(entry):
         return [(f.get("held_out"), list(f.get("test_job_ids") or [])) for f in entry.get("folds") or []]
 
-    if folds_of(before) != folds_of(new) or before.get("targets") != new.get("targets"):
+    if (folds_of(before) != folds_of(new) or before.get("targets") != new.get("targets")
+            or before.get("seed", 0) != new.get("seed", 0)):
         raise DripleError("--merge-estimators: the earlier evaluation was scored on other folds or targets "
-                          "(the dataset, the split or its seed changed); run every estimator again")
+                          "(the dataset, the split or the seed changed); run every estimator again")
     rerun = list(new["estimators"])
     out = dict(before)
     out["estimators"] = [e for e in before["estimators"] if e not in rerun] + rerun
@@ -1728,6 +1729,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-retrain-source", action="store_true",
                    help="accuracy/transfer: keep the shipped source instead of retraining it without "
                    "what a fold holds out (results labelled 'seen in source')")
+    p.add_argument("--seed", type=int, default=None,
+                   help="accuracy: the seed of every split and (re)training (default: the shipped "
+                   "inspector's, 0). Another seed, with --out elsewhere, measures how far a retraining "
+                   "alone moves the figures (a family split's held-out jobs stay the same)")
     p.add_argument("--coverage", type=float, default=0.9, help="nominal interval coverage (default 0.9)")
     p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     p.add_argument("--tolerance", type=float, default=0.05)

@@ -235,6 +235,11 @@ def test_merge_estimators_reruns_the_inspector_and_keeps_the_other_estimators(re
     capsys.readouterr()
     assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 2
     assert "scored on other folds" in capsys.readouterr().err
+    # another seed: recorded, and never merged into a run of another seed
+    assert reproduce.main([*common, "--estimators", "mean", "--seed", "1"]) == 0
+    assert json.loads((out / "accuracy.json").read_text())["settings"]["cpu-ddp-w2-lo"]["random"]["seed"] == 1
+    assert reproduce.main([*common, "--estimators", "roofline", "--merge-estimators"]) == 2
+    assert "scored on other folds" in capsys.readouterr().err
 
 
 def test_unseen_family_intervals_are_shipped_into_the_checkpoints(reproduce, shipped, tmp_path, capsys):
