@@ -73,6 +73,13 @@ def _builtin() -> dict[str, Factory]:
 
         return RooflineEstimator(terms="physical")
 
+    def roofline_physical_overlap(seed=0, **_):
+        """The physical-terms roofline with the overlap of communication and compute fitted
+        (what 1g's unseen-family step time joins, ``driple.predict.unseen``)."""
+        from driple.inspector.roofline_estimator import RooflineEstimator
+
+        return RooflineEstimator(terms="physical", overlap=True)
+
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
             """An inspector configuration of :func:`~driple.inspector.train.preset`, one network
@@ -108,6 +115,7 @@ def _builtin() -> dict[str, Factory]:
         "roofline": roofline,
         "roofline-overlap": roofline_overlap,
         "roofline-physical": roofline_physical,
+        "roofline-physical-overlap": roofline_physical_overlap,
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
@@ -117,7 +125,7 @@ def _builtin() -> dict[str, Factory]:
 
 def _builtin_names() -> tuple[str, ...]:
     return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap",
-            "roofline-physical", "gnn", "hybrid", "features", "hybrid+hgb-priors")
+            "roofline-physical", "roofline-physical-overlap", "gnn", "hybrid", "features", "hybrid+hgb-priors")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -133,7 +141,7 @@ def make_estimator(name: str, seed: int = 0, options=None, progress: bool = Fals
     split by op class, one fitted rate per class: every duration and the step time),
     ``roofline-overlap`` (the same with communication partly hidden under compute),
     ``roofline-physical`` (its rates on FLOPs of the compute-bound classes and traffic of the
-    others: :mod:`driple.inspector.roofline`), ``gnn`` (the paper's
+    others: :mod:`driple.inspector.roofline`), ``roofline-physical-overlap`` (both), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
     inspector with graph-level features and priors, with or without the graph), or a
     registered one."""

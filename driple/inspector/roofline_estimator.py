@@ -23,7 +23,7 @@ class RooflineEstimator(Estimator):
         overlap: Also fit the fraction of the shorter of compute and communication hidden under
             the other (:func:`~driple.inspector.roofline.fit_overlap`; named ``roofline-overlap``).
         terms: The term set of :data:`~driple.inspector.roofline.TERMS` (``"physical"``: named
-            ``roofline-physical``).
+            ``roofline-physical``; with both, ``roofline-physical-overlap``).
 
     Learned attributes: ``member_`` (the fitted :class:`~driple.inspector.roofline.RooflineMember`),
     ``weights_`` (its ``{target: [w...]}``), ``host_``, ``setting_``.
@@ -33,10 +33,8 @@ class RooflineEstimator(Estimator):
 
     def __init__(self, host=None, overlap: bool = False, terms: str = "all"):
         self.host, self.overlap, self.terms = host, bool(overlap), terms
-        if self.overlap:
-            self.name = "roofline-overlap"
-        if terms != "all":
-            self.name = f"{self.name}-{terms}"
+        # as the registry names them: roofline[-physical][-overlap]
+        self.name = "roofline" + (f"-{terms}" if terms != "all" else "") + ("-overlap" if self.overlap else "")
 
     def fit(self, dataset, train: Sequence[int], val: Sequence[int] = ()) -> "RooflineEstimator":
         from driple.inspector.train import common_attribute, training_host

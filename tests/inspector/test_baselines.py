@@ -79,8 +79,8 @@ def test_estimators_on_a_dataset(dataset):
 
 
 def test_registry():
-    assert estimator_names()[:9] == ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap",
-                                     "roofline-physical", "gnn")
+    assert estimator_names()[:10] == ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap",
+                                      "roofline-physical", "roofline-physical-overlap", "gnn")
     with pytest.raises(DripleError, match="unknown estimator 'nope'"):
         make_estimator("nope")
     with pytest.raises(DripleError, match="built in"):

@@ -105,6 +105,8 @@ def test_physical_terms_weight_only_flops_of_compute_classes_and_traffic_of_the_
     assert full.weights_["step_time"][k + classes.index("conv")] == pytest.approx(5.0, rel=1e-6)
     physical = RooflineEstimator(host=HOST, terms="physical").fit(jobs, range(10))
     assert physical.name == "roofline-physical" and make_estimator("roofline-physical").terms == "physical"
+    both = make_estimator("roofline-physical-overlap")
+    assert both.name == "roofline-physical-overlap" and both.terms == "physical" and both.overlap
     assert physical.weights_["step_time"][k + classes.index("conv")] == 0.0
     assert physical.weights_["step_time"][classes.index("conv")] > 2.0  # the FLOP rate takes the traffic's share
     assert physical.member_.terms["step_time"] == "physical" and full.member_.terms == {}
