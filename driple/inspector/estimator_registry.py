@@ -53,32 +53,15 @@ def _builtin() -> dict[str, Factory]:
 
         return AnalyticEstimator()
 
-    def roofline(seed=0, **_):
-        """The per-op-class roofline of the durations and the step time (NNLS rates)."""
-        from driple.inspector.roofline_estimator import RooflineEstimator
+    def roofline(terms="all", overlap=False):
+        """The per-op-class roofline of the durations and the step time (NNLS rates; what the
+        variants mean: :class:`~driple.inspector.roofline_estimator.RooflineEstimator`)."""
+        def factory(seed=0, **_):
+            from driple.inspector.roofline_estimator import RooflineEstimator
 
-        return RooflineEstimator()
+            return RooflineEstimator(terms=terms, overlap=overlap)
 
-    def roofline_overlap(seed=0, **_):
-        """The per-op-class roofline with communication partly hidden under compute (DDP's
-        bucketed all-reduce during the backward pass): one overlap fraction per target."""
-        from driple.inspector.roofline_estimator import RooflineEstimator
-
-        return RooflineEstimator(overlap=True)
-
-    def roofline_physical(seed=0, **_):
-        """The per-op-class roofline with the rates on the term that bounds each class: FLOPs of
-        the compute-bound classes, traffic of the others."""
-        from driple.inspector.roofline_estimator import RooflineEstimator
-
-        return RooflineEstimator(terms="physical")
-
-    def roofline_physical_overlap(seed=0, **_):
-        """The physical-terms roofline with the overlap of communication and compute fitted
-        (what 1g's unseen-family step time joins, ``driple.predict.unseen``)."""
-        from driple.inspector.roofline_estimator import RooflineEstimator
-
-        return RooflineEstimator(terms="physical", overlap=True)
+        return factory
 
     def configured(preset_name):
         def factory(seed=0, options=None, progress=False, cache=None):
@@ -112,10 +95,10 @@ def _builtin() -> dict[str, Factory]:
         "hgb-priors": lambda seed=0, **_: HGBPriors(random_state=seed),
         "knn": lambda seed=0, **_: NearestArchitecture(),
         "analytic": analytic,
-        "roofline": roofline,
-        "roofline-overlap": roofline_overlap,
-        "roofline-physical": roofline_physical,
-        "roofline-physical-overlap": roofline_physical_overlap,
+        "roofline": roofline(),
+        "roofline-overlap": roofline(overlap=True),
+        "roofline-physical": roofline(terms="physical"),
+        "roofline-physical-overlap": roofline(terms="physical", overlap=True),
         "gnn": gnn,
         "hybrid": configured("hybrid"),
         "features": configured("features"),
