@@ -45,7 +45,7 @@ TRAINING_MAX, LINK_RATE = "training max", "link rate"
 #: What a resource's co-location capacity is counted in (:func:`driple.predict.colocate.host_capacity`).
 CAPACITIES = ("cores", "memory", "link")
 #: A burst-amount cap: the memory of the host the inspector was trained for (MB; from the host
-#: figures recorded in its checkpoint, :mod:`driple.graph.host_speed`).
+#: figures recorded in its checkpoint, :mod:`driple.hardware.host_speed`).
 HOST_MEMORY = "host memory"
 #: The label declarations driple knows (see the module docstring) and the one declared at import.
 LABEL_VERSIONS = ("v1", "v2")

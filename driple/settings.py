@@ -19,9 +19,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from driple.errors import DripleError
+from driple.hardware.devices import DEVICES  # the device words a setting may use
 from driple.strategies import describe_strategies, find_strategy, get_strategy
 
-DEVICES = ("cpu", "gpu")
 _RATE_UNITS = {"m": 1e6, "g": 1e9}
 _ID_RE = re.compile(
     r"^(?P<device>[a-z]+)-(?P<strategy>[a-z][a-z0-9_]*)-(?P<ranks>[a-z0-9]+)"

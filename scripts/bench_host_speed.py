@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """The host figures of the physical priors: single-thread GEMM FLOP/s, copy bandwidth and (with
-``--loopback``) the rate of a gloo all-reduce on loopback (see :mod:`driple.graph.host_speed`).
+``--loopback``) the rate of a gloo all-reduce on loopback (see :mod:`driple.hardware.host_speed`).
 
     python scripts/bench_host_speed.py                  # ~0.5 s
     python scripts/bench_host_speed.py --loopback --runs 3 --json
@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
-    from driple.graph.host_speed import measure_host_speed, measure_loopback_rate
+    from driple.hardware.host_speed import measure_host_speed, measure_loopback_rate
 
     runs = []
     for _ in range(args.runs):

@@ -12,7 +12,7 @@ inference; then ``predict_many`` throughput on pre-built graphs in batches, on `
 and again on all the machine's cores (what a scheduler calling the Python API gets: torch's
 default), each as the median and the best of the runs. Targets on this machine: <= 1 s end to
 end for ResNet-50 on one core, >= 500 graphs/s batched. The host's single-thread GEMM and copy
-figures (:mod:`driple.graph.host_speed`) are printed first: this VM's speed varies from day to
+figures (:mod:`driple.hardware.host_speed`) are printed first: this VM's speed varies from day to
 day (1.5x seen), and noise only ever slows a run down.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from driple.graph.host_speed import measure_host_speed
+    from driple.hardware.host_speed import measure_host_speed
     from driple.predict.predictor import Predictor
 
     torch.set_num_threads(args.threads)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.metrics import label_version, target_names, unit, use_labels
 
 SETTING = "cpu-ddp-w2-lo"
@@ -185,7 +185,7 @@ def test_analytic_estimator_scores_step_time_only(labels_v2, tmp_path, write_dat
                                                   monkeypatch):
     """``analytic`` in the evaluation harness: step time scored against the measured one, the 12
     metrics left unscored ("-"), and a labels v1 dataset refused by name."""
-    from driple.graph.host_speed import environment_host_speed
+    from driple.hardware.host_speed import environment_host_speed
     from driple.inspector.analytic import AnalyticStepTime
     from driple.inspector.dataset import InspectorDataset
     from driple.inspector.estimator_registry import make_estimator

@@ -1,8 +1,9 @@
 """The package's layers point down, its modules take no one else's private names, and its
 imports form no cycle.
 
-Layers, top to bottom: cli > predict > inspector | collect > graph > zoo > core, where core is
-everything directly under ``driple/`` (errors, settings, metrics, sharing, strategies, ...).
+Layers, top to bottom: cli > evaluation > predict > inspector | collect > graph > zoo > core,
+where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
+strategies, ...) and the hardware package (what a machine is: every layer names one).
 inspector and collect are siblings: neither imports the other. The imports are read from the
 source with ``ast`` (every import, also those inside functions), never executed.
 """
@@ -12,7 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # holds the driple/ package
-RANK = {"cli": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
+RANK = {"cli": 6, "evaluation": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
 ENTRY_POINTS = {"driple.__main__"}  # `python -m driple` runs the CLI: it stands above it
 INFRASTRUCTURE = {"driple._lazy"}  # a private module every package's __init__ may use
 

@@ -770,7 +770,7 @@ def test_colocate_section_is_eval_colocate(reproduce, tmp_path, capsys):
 def test_design_section_varies_the_shipped_network(reproduce, tmp_path, write_dataset, fake_builder, monkeypatch):
     """The design study trains the shipped configuration (here a residual hybrid) with one knob
     changed; a scaling other than ln drops the residuals (they are taken in log space)."""
-    from driple.graph.host_speed import HostSpeed
+    from driple.hardware.host_speed import HostSpeed
     from driple.inspector.dataset import InspectorDataset
     from driple.inspector.splits import random_split
     from driple.inspector.train import preset, train_inspector

@@ -19,6 +19,7 @@ COMMANDS = {
     "colocate": ("predict", "estimate how well jobs share a host or link"),
     "zoo": ("graph", "list the built-in models and their knobs"),
     "graph": ("graph", "trace a training step into the grouped graph the inspector reads"),
+    "hardware": ("hardware", "probe this machine into the hardware spec predictions name"),
     "collect": ("collect", "run real distributed jobs and measure burst/idle of each resource"),
     "train": ("inspector", "train an inspector on a measured dataset"),
     "evaluate": ("inspector", "score an inspector against baselines on a dataset"),

@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="model knob, e.g. --set depth=50 (repeatable)")
     pr.add_argument("--plot", metavar="PNG", help="draw the expected periodic series of each resource")
     pr.add_argument("--seconds", type=float, default=2.0, help="length of the --plot series (default 2 s)")
+    pr.add_argument("--hardware", default="trained", metavar="trained|this|SPEC.json",
+                    help="the machine to predict for: 'trained' (the one the inspector's jobs were "
+                    "measured on, default), 'this' (this host, probed now: a few seconds), or a "
+                    "spec file written by `driple hardware probe --json`; durations and step time "
+                    "are carried over by the inspector's roofline")
     pr.add_argument("--json", action="store_true", help="print the profile as JSON")
     pr.set_defaults(func=run_predict)
 
@@ -78,10 +83,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------- predict
-def _predictor(setting):
+def _predictor(setting, hardware="trained"):
     from driple.predict.predictor import Predictor
 
-    return Predictor.load(setting)
+    return Predictor.load(setting, hardware=hardware)
+
+
+def _not_empty(args: argparse.Namespace, *names: str) -> None:
+    """An option given as an empty string is a mistake, not a request for the default."""
+    for name in names:
+        if getattr(args, name, None) == "":
+            raise DripleError(f"--{name.replace('_', '-')} is empty; give a value or leave the option out")
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -89,16 +101,13 @@ def run_predict(args: argparse.Namespace) -> int:
 
     from driple.predict.formatting import format_profile
 
+    _not_empty(args, "setting", "plot", "hardware")
     t0 = time.perf_counter()
-    predictor = _predictor(args.setting)
+    predictor = _predictor(args.setting, args.hardware)
     knobs = parse_knobs(args.knobs)
     profile = predictor.predict_job(args.model, batch_size=args.batch_size,
                                     optimizer=args.optimizer, knobs=knobs)
     elapsed = time.perf_counter() - t0
-    if args.plot:
-        from driple.predict.profile import plot_profile
-
-        plot_profile(profile, args.plot, seconds=args.seconds)
     if args.json:
         out = profile.to_dict()
         out["inspector"] = {k: v for k, v in predictor.describe().items() if k != "intervals"}
@@ -108,11 +117,23 @@ def run_predict(args: argparse.Namespace) -> int:
         out["timings_s"] = {**predictor.timings, "total": elapsed}
         json.dump(out, sys.stdout, indent=2)
         print()
-        return 0
-    print(format_profile(profile, predictor.describe()))
-    if args.plot:
-        print(f"expected series -> {args.plot}")
+    else:
+        print(format_profile(profile, predictor.describe()))
+    if args.plot:  # after the prediction is printed: a plot that cannot be written loses nothing
+        _plot(profile, args.plot, args.seconds, quiet=args.json)
     return 0
+
+
+def _plot(profile, path: str, seconds: float, quiet: bool) -> None:
+    from driple.predict.profile import plot_profile
+
+    try:
+        plot_profile(profile, path, seconds=seconds)
+    except OSError as exc:
+        raise DripleError(f"cannot write the plot to {path} ({exc.strerror or exc}); the prediction "
+                          "above is complete") from None
+    if not quiet:
+        print(f"expected series -> {path}")
 
 
 # ---------------------------------------------------------------------- settings
@@ -173,7 +194,7 @@ def _this_host():
     """This host's figures, measured once per run, and how busy it was just before (%)."""
     import psutil
 
-    from driple.graph.host_speed import measure_host_speed
+    from driple.hardware.host_speed import measure_host_speed
 
     print("driple: measuring this host (about a second) ...", file=sys.stderr)
     busy = psutil.cpu_percent(interval=0.5)
@@ -182,7 +203,7 @@ def _this_host():
 
 def _host_check(setting: str) -> dict | None:
     """This host against the host figures of ``setting``'s inspector."""
-    from driple.predict.host_check import compare_hosts
+    from driple.hardware.host_check import compare_hosts
 
     trained = _predictor(setting).inspector.host
     if trained is None:

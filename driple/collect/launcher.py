@@ -37,6 +37,7 @@ from driple.collect.interrupts import deferred_interrupts, signals_as_interrupt
 from driple.collect.job import JobInterrupted, JobResult, JobSpec, job_id as make_job_id
 from driple.collect.workers.common import DRIVER_ENV, PARENT_ENV, parent_death_hook
 from driple.errors import DripleError
+from driple.hardware.devices import device_kind
 from driple.settings import Setting, parse_setting
 
 LAUNCHERS = ("env", "torchrun")
@@ -53,27 +54,30 @@ def default_timeout(seconds: float, max_seconds: float | None = None) -> float:
     return 90.0 + 2.0 * max(float(seconds), float(max_seconds or 0.0))
 
 
-#: Row columns of :func:`host_probe`.
+#: Row columns of :func:`host_probe` (beside the whole spec in ``hardware``).
 PROBE_COLUMNS = ("probe_gemm_gflops", "probe_copy_gb_s")
 
 
 def host_probe() -> dict:
-    """The host's single-thread GEMM GFLOP/s and copy GB/s, measured right before a job (best of
-    5, about a quarter of a second; :func:`driple.graph.host_speed.measure_host_speed`).
+    """This machine's :class:`~driple.hardware.spec.HardwareSpec`, probed right before a job (a
+    couple of seconds): the ``hardware`` column (the spec as JSON) and, for a glance down a
+    table, its float32 matmul GFLOP/s and copy GB/s.
 
     A VM's host can get 10-15 % slower or faster over hours without the guest seeing it (no
-    steal time, the same nominal clock): a dataset's labels drift with it. With the figure in
-    every row, drift shows up job by job and labels can be compared at one host speed. Empty
-    (NaN) if the probe fails: a job is never lost to it.
+    steal time, the same nominal clock), and a cgroup quota halves a job's compute while a
+    one-thread matmul reads the same: with the spec in every row, drift shows up job by job and
+    a row says which machine it describes. Empty (NaN) if the probe fails: a job is never lost
+    to it.
     """
     try:
-        from driple.graph.host_speed import measure_host_speed
+        from driple.hardware.probe import probe
 
-        speed = measure_host_speed(repeats=5)
-        return {"probe_gemm_gflops": round(speed.flops_per_s / 1e9, 2),
-                "probe_copy_gb_s": round(speed.memory_bytes_per_s / 1e9, 3)}
+        spec = probe(repeats=5)
+        return {"probe_gemm_gflops": round(spec.flops_per_s / 1e9, 2),
+                "probe_copy_gb_s": round(spec.copy_bytes_per_s / 1e9, 3),
+                "hardware": spec.to_json()}
     except Exception:  # noqa: BLE001 - a probe must never cost a measurement
-        return dict.fromkeys(PROBE_COLUMNS, float("nan"))
+        return {**dict.fromkeys(PROBE_COLUMNS, float("nan")), "hardware": ""}
 
 
 def roles(setting: Setting) -> list[str]:
@@ -131,7 +135,7 @@ def run_job(
         raise DripleError("torchrun starts all ranks on one host; emulated settings use launcher='env'")
     if float(seconds) <= 0 and spec.iterations is None:
         raise DripleError("seconds must be positive (length of the measurement after warm-up)")
-    if setting.device == "gpu":
+    if device_kind(setting.device).one_per_worker:
         _require_gpus(setting)
     if setting.emulated:
         from driple.collect.netns import require_root
@@ -252,7 +256,7 @@ class _Run:
             "WORLD_SIZE": str(len(self.names)),
             DRIVER_ENV: str(os.getpid()),
         })
-        if self.setting.device == "gpu":
+        if device_kind(self.setting.device).one_per_worker:
             env.setdefault("NCCL_P2P_DISABLE", "1")  # one host: force NCCL through sockets
             env.setdefault("NCCL_SHM_DISABLE", "1")
         return env
@@ -323,7 +327,7 @@ class _Run:
 
         for rank, name in enumerate(self.names):
             veth = hosts[rank].veth if hosts[rank] is not None else None
-            gpu = rank - self.setting.servers if (self.setting.device == "gpu" and name.startswith("worker")) else None
+            gpu = rank - self.setting.servers if (device_kind(self.setting.device).one_per_worker and name.startswith("worker")) else None
             self.targets.append(Target(name=name, pid=pids[name], cores=1.0, veth=veth, gpu_index=gpu))
         net_mode = "veth" if self.cluster is not None else "tcp_info"
         sampler = SamplerProcess(self.targets, self.raw_dir / f"{self.job_id}.npz",

@@ -25,7 +25,7 @@ def script_stamp(script: str, argv=None, host: bool = True) -> dict:
     words = ["python", f"scripts/{script}", *(sys.argv[1:] if argv is None else argv)]
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(words)}
     if host:
-        from driple.graph.host_speed import cpu_model
+        from driple.hardware.host_speed import cpu_model
 
         out.update(host=platform.node(), cpu_model=cpu_model())
     return out
@@ -33,7 +33,7 @@ def script_stamp(script: str, argv=None, host: bool = True) -> dict:
 
 def host_facts() -> dict:
     """This machine and its software: CPU model, cores, memory (bytes), kernel, versions."""
-    from driple.graph.host_speed import cpu_model  # no torch import behind it
+    from driple.hardware.host_speed import cpu_model  # no torch import behind it
 
     try:
         mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -17,9 +17,11 @@ Row columns (units):
 - contention and hardware: ``host_other_cpu_pct`` (host CPU used by other processes, %),
   ``run_delay_pct`` (time the ranks' training threads were runnable but waited for a CPU,
   % of the window, mean over ranks), ``cpu_model``, ``cpu_cores``, ``gpu_model``; ``labels`` (the labeller version)
-- ``probe_gemm_gflops``, ``probe_copy_gb_s``: the host's single-thread GEMM and copy speed
-  measured right before the job (:func:`driple.collect.launcher.host_probe`; rows of datasets
-  collected before the probe existed lack them)
+- ``hardware``: the machine's :class:`~driple.hardware.spec.HardwareSpec` (JSON) probed right
+  before the job (:func:`driple.collect.launcher.host_probe`), with ``probe_gemm_gflops`` and
+  ``probe_copy_gb_s`` (its float32 matmul and copy speed) for a glance; rows of datasets
+  collected before the probe existed lack them and stand on their dataset's recorded figures
+  (:mod:`driple.hardware.rows`)
 - ``status`` (``ok``/``failed``), ``reason``, ``started`` (UTC ISO), ``duration_s`` (wall time of
   the whole job incl. start-up, s), ``raw_path`` / ``timeline_path`` (relative to the table)
 - then the timeline labeller's extras (bursts per iteration, spreads) and the paper's k-means
@@ -42,11 +44,12 @@ import os
 from pathlib import Path
 
 from driple.csvtable import check_lines, read_csv
+from driple.hardware.host_check import QUIET_HOST_PCT
 from driple.metrics import target_names
 
 # a measurement during which other processes used more than this % of the host CPU is
 # "contended": training leaves it out (--max-contention) and `collect run` says so
-CONTENDED_PCT = 10.0
+CONTENDED_PCT = QUIET_HOST_PCT
 
 LABELS_VERSION = "timeline-v2"
 BASE_COLUMNS = tuple(dict.fromkeys((  # once each: labels v2 declare step_time as a target
@@ -142,8 +145,10 @@ class ResultTable:
     def check_hardware(self, allow: bool = False) -> None:
         """Refuse to add rows from this host to a table measured on another CPU/GPU model.
 
-        The hardware is part of the setting (step times differ 1.2x between the CPUs seen on
-        this project's hosts): one dataset holds one model. ``allow`` lets it through.
+        Every row names its machine (its ``hardware`` spec), but an inspector's priors still
+        take one machine's figures for all its training rows (step times differ 1.2x between
+        the CPUs seen on this project's hosts): until they take each row's own, one dataset holds
+        one model. ``allow`` lets it through (the rows still say which machine measured them).
         """
         if allow or not self.path.exists():
             return

@@ -35,10 +35,10 @@ op graph and the setting's strategy; recorded in ``Data.graph_features`` by
 tree models read by default).
 
 **Physical priors** (:data:`PRIORS`; :func:`priors` computes them for a setting and the host
-figures of :mod:`driple.graph.host_speed`; units in the names):
+figures of :mod:`driple.hardware.host_speed`; units in the names):
 
 - ``link_mb_s``: the link rate (emulated links: the setting's rate; loopback:
-  :data:`~driple.graph.host_speed.LOOPBACK_BYTES_PER_S`), MB/s;
+  :data:`~driple.hardware.host_speed.LOOPBACK_BYTES_PER_S`), MB/s;
 - ``prior_compute_s`` = FLOPs / the host's GEMM FLOP/s; ``prior_memory_s`` = traffic bytes /
   its copy bandwidth; ``prior_busy_s`` = their sum (the roofline's two terms added: a
   conservative step without overlap);
@@ -61,7 +61,7 @@ import networkx as nx
 import numpy as np
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: Copies of the parameters an optimizer keeps as state (SGD with momentum: the velocity; Adam,

@@ -4,7 +4,7 @@
                 + communicated bytes / the link rate
 
 (``prior_step_s`` of :mod:`driple.graph.summary_features`, on the host figures of
-:mod:`driple.graph.host_speed`). What a scheduler could compute without any measured job; the
+:mod:`driple.hardware.host_speed`). What a scheduler could compute without any measured job; the
 inspector has to beat it on step time. With ``calibrated=True`` one factor, the median of
 measured / analytic over the training jobs, rescales it (the roofline's terms are peaks a
 training step does not reach).
@@ -36,7 +36,7 @@ class AnalyticStepTime:
     Args:
         calibrated: Fit one multiplicative factor (median measured / analytic) on the training
             jobs; False: the bare physics (``fit`` only reads the setting and host).
-        host: :class:`~driple.graph.host_speed.HostSpeed` (default: as for training an
+        host: :class:`~driple.hardware.host_speed.HostSpeed` (default: as for training an
             inspector, :func:`driple.inspector.train.training_host`).
         setting: The setting id (default: the jobs').
 

@@ -137,7 +137,7 @@ class TrainedInspector:
 
     @property
     def host(self):
-        """The host figures the inspector was trained with (:class:`~driple.graph.host_speed.HostSpeed`),
+        """The host figures the inspector was trained with (:class:`~driple.hardware.host_speed.HostSpeed`),
         or None (an inspector without physical priors)."""
         return None if self.graph_inputs is None else self.graph_inputs.host
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from driple.hardware.host_check import QUIET_HOST_PCT
 from driple.csvtable import read_csv
 from driple.errors import DripleError
 from driple.graph.grouping import DEFAULT_GROUPS, DEFAULT_POLICY, DEFAULT_SEED
@@ -119,7 +120,7 @@ def _store(data, path: str, options: dict) -> dict:
     return stored
 
 
-DEFAULT_MAX_CONTENTION = 10.0  # % of host CPU used by other processes during a measurement
+DEFAULT_MAX_CONTENTION = QUIET_HOST_PCT  # % of host CPU used by other processes during a measurement
 
 
 def graph_setting(setting_id: str) -> str:

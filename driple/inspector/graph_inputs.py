@@ -5,7 +5,7 @@ the features-only :class:`~driple.inspector.model.FeatureMLP`) reads, besides th
 graph, one vector per job: graph-level features (:data:`driple.graph.summary_features.GRAPH_FEATURES`)
 and physical priors (:data:`driple.graph.summary_features.PRIORS`) of the job in the
 inspector's setting, on the host figures it was trained with. :class:`GraphInputs` holds those
-choices, the setting, the host figures (:class:`~driple.graph.host_speed.HostSpeed`) and the
+choices, the setting, the host figures (:class:`~driple.hardware.host_speed.HostSpeed`) and the
 scaling statistics; it travels in the checkpoint, so a prediction uses the trained-on hardware.
 
 Scaling: every column but the optimizer's one-hot ones is a size, a count or a time spanning
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.graph.summary_features import GRAPH_FEATURES, ONE_HOT, PRIORS, priors
 
 #: Priors fed to the head by default: the time terms, the link rate and the memory estimate

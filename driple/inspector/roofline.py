@@ -239,7 +239,7 @@ class RooflineMember:
     Args:
         targets: The inspector's targets, in its order.
         setting: The setting the communication term is computed for.
-        host: :class:`~driple.graph.host_speed.HostSpeed` the terms divide by.
+        host: :class:`~driple.hardware.host_speed.HostSpeed` the terms divide by.
         weights: ``{duration target: [weight per design column]}``.
         modes: ``{duration target: mode}`` (:data:`MODES`), chosen on validation jobs.
         overlap: ``{duration target: alpha}`` (:func:`overlapped`; a target not in it: 0, the
@@ -293,7 +293,7 @@ class RooflineMember:
 
     @classmethod
     def from_state(cls, state: dict) -> "RooflineMember":
-        from driple.graph.host_speed import HostSpeed
+        from driple.hardware.host_speed import HostSpeed
 
         return cls(state["targets"], state["setting"], HostSpeed.from_dict(state["host"]),
                    state["weights"], state["modes"], state.get("overlap"), state.get("terms"))

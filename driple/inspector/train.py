@@ -337,7 +337,7 @@ def recorded_host(graphs):
     import json
     import os.path as osp
 
-    from driple.graph.host_speed import HostSpeed
+    from driple.hardware.host_speed import HostSpeed
 
     root = getattr(graphs, "root", None)
     if not root or not osp.exists(osp.join(root, "provenance.json")):
@@ -352,10 +352,10 @@ def recorded_host(graphs):
 
 def training_host(graphs: Sequence, host=None):
     """The host figures to record with an inspector trained on ``graphs``
-    (:class:`~driple.graph.host_speed.HostSpeed`): ``host`` when given; else the dataset's
+    (:class:`~driple.hardware.host_speed.HostSpeed`): ``host`` when given; else the dataset's
     ``provenance.json`` entry ``host_speed``; else ``$DRIPLE_HOST_SPEED``; else measured now on
     this host, which must be the CPU model the jobs were measured on (rows' ``cpu_model``)."""
-    from driple.graph.host_speed import HostSpeed, cpu_model, environment_host_speed, measure_host_speed
+    from driple.hardware.host_speed import HostSpeed, cpu_model, environment_host_speed, measure_host_speed
 
     if host is not None:
         return host if isinstance(host, HostSpeed) else HostSpeed.from_dict(host)

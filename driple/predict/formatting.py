@@ -48,6 +48,13 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
     lines = [f"{profile.model} -- setting {profile.setting}" + (f" (measured on {hardware})" if hardware else "")]
     if about.get("trained"):
         lines.append(f"inspector: {about['trained']}")
+    described = (profile.hardware or {}).get("described")
+    if described and described != "trained":
+        from driple.hardware.spec import HardwareSpec
+
+        spec = HardwareSpec.from_dict(profile.hardware["spec"])
+        lines.append(f"hardware: {described}, {spec.summary()}; durations and step time carried "
+                     "from the measured machine by the roofline's op-class terms")
     head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
     lines += ["", head]
     for r in resources():

@@ -53,7 +53,7 @@ class Predictor:
         entry: Its registry entry, if it was loaded by setting name.
     """
 
-    def __init__(self, inspector, entry: Optional[dict] = None):
+    def __init__(self, inspector, entry: Optional[dict] = None, hardware: Any = "trained"):
         from driple.predict.intervals import ConformalIntervals
 
         self.inspector = inspector
@@ -66,21 +66,67 @@ class Predictor:
 
             self.unseen = UnseenFamilyCalibration.from_dict(inspector.info["unseen_family"])
         self.timings: dict = {}
+        self.hardware_name, self.hardware = "trained", self.trained_hardware()
+        if hardware not in (None, "trained"):
+            self.use_hardware(hardware)
+
+    # ------------------------------------------------------------------ hardware
+    def trained_hardware(self):
+        """The :class:`~driple.hardware.spec.HardwareSpec` of the machine the inspector's jobs
+        were measured on (from the figures its checkpoint records), or None without them."""
+        from driple.hardware.spec import HardwareSpec
+
+        host = self.inspector.host
+        return None if host is None else HardwareSpec.from_host_speed(host)
+
+    def use_hardware(self, hardware: Any) -> "Predictor":
+        """Predict for ``hardware`` from now on: ``"trained"`` (the machine the jobs were
+        measured on, the default), ``"this"`` (this host, probed now, a few seconds), a path to
+        a spec file (``driple hardware probe --json``) or a
+        :class:`~driple.hardware.spec.HardwareSpec`. Durations and the step time are carried
+        over by the roofline (:mod:`driple.hardware.scaling`)."""
+        from driple.hardware.spec import HardwareSpec, load_spec
+
+        if isinstance(hardware, HardwareSpec):
+            name, spec = "given", hardware
+        elif hardware in (None, "trained"):
+            name, spec = "trained", self.trained_hardware()
+        elif hardware == "this":
+            from driple.hardware.probe import probe
+
+            name, spec = "this host", probe()
+        elif isinstance(hardware, (str, os.PathLike)) and str(hardware):
+            name, spec = str(hardware), load_spec(hardware)
+        else:
+            raise DripleError(f"hardware must be 'trained', 'this' or a spec file, not {hardware!r}")
+        if name != "trained" and (self.inspector.roofline is None or self.inspector.host is None):
+            raise DripleError(f"the {self.setting} inspector records no roofline and host figures, "
+                              "so it predicts only for the machine it was trained on (--hardware trained)")
+        self.hardware_name, self.hardware = name, spec
+        return self
+
+    def hardware_record(self) -> Optional[dict]:
+        """What a profile says of the machine it describes: ``{"described", "spec"}``."""
+        if self.hardware is None:
+            return None
+        return {"described": self.hardware_name, "spec": self.hardware.to_dict()}
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, setting: Optional[str] = None) -> "Predictor":
+    def load(cls, setting: Optional[str] = None, hardware: Any = "trained") -> "Predictor":
         """The shipped inspector of ``setting`` (a setting id such as ``"cpu-ddp-w2-lo"``; None:
-        the registry's default), or a checkpoint file / trained-model directory by path."""
+        the registry's default), or a checkpoint file / trained-model directory by path;
+        ``hardware``: the machine to predict for (:meth:`use_hardware`)."""
         from driple.inspector.checkpoint import load_inspector
         from driple.predict.registry import resolve
 
         if setting and _looks_like_path(setting):
             from driple.predict.registry import entry_for
 
-            return cls(load_inspector(setting), entry_for(setting) or {"setting": None, "path": setting})
+            return cls(load_inspector(setting), entry_for(setting) or {"setting": None, "path": setting},
+                       hardware=hardware)
         path, entry = resolve(setting)
-        return cls(load_inspector(str(path)), entry)
+        return cls(load_inspector(str(path)), entry, hardware=hardware)
 
     @property
     def resident(self) -> Optional[dict]:
@@ -186,6 +232,12 @@ class Predictor:
             rows = [g for g, u in zip(graphs, unseen) if u]
             rooflines = self.unseen.roofline_predictions(rows, own=self.inspector.roofline)
             predicted[unseen] = self.unseen.join(predicted[unseen], rooflines, targets)
+        if self.hardware_name != "trained":
+            from driple.hardware.scaling import carry, roofline_ratio
+
+            ratio = roofline_ratio(self.inspector.roofline, graphs, self.inspector.host,
+                                   self.hardware.host_speed())
+            predicted = carry(predicted, ratio)
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
         lows = highs = None
         if self.intervals is not None:
@@ -212,6 +264,7 @@ class Predictor:
                 intervals=intervals,
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
                 notes=notes[i], batch_size=batch_sizes[i], resident=self.resident,
+                hardware=self.hardware_record(),
                 calibration=None if self.unseen is None else (UNSEEN if unseen[i] else SEEN)))
         return out
 

@@ -134,6 +134,8 @@ class ResourceProfile:
             training families, ``"unseen family"`` when it was not (a user's model): then the
             prediction and its intervals use the calibration measured on held-out families
             (:mod:`driple.predict.unseen`). None when the inspector has no such calibration.
+        hardware: The machine the profile describes: ``{"described": "trained" | "this host" |
+            a spec file, "spec": HardwareSpec dict}`` (:mod:`driple.hardware`), or None.
     """
 
     setting: str
@@ -146,6 +148,7 @@ class ResourceProfile:
     batch_size: int | None = None
     resident: dict | None = None
     calibration: str | None = None
+    hardware: dict | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -302,7 +305,8 @@ class ResourceProfile:
         Keys: ``schema, setting, model, metrics, units, intervals (dict of [low, high] or null),
         nominal_coverage, calibration ("seen family", "unseen family" or null), idle_levels
         (overrides or null), resident (or null), notes (list of str), resources,
-        batch_size (or null), workers (or null), throughput`` where ``resources[res]`` holds
+        batch_size (or null), workers (or null), throughput, hardware`` (the machine the profile
+        describes, or null) where ``resources[res]`` holds
         ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
         idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
         or null (no step time or batch size). :meth:`from_dict` reads it back (derived keys
@@ -335,6 +339,7 @@ class ResourceProfile:
             "resources": resources,
             "batch_size": self.batch_size,
             "workers": self.workers,
+            "hardware": self.hardware,
             "throughput": None if self.throughput is None else {
                 "samples_per_s": self.throughput,
                 "interval": None if self.throughput_interval is None else list(self.throughput_interval)},
@@ -362,6 +367,7 @@ class ResourceProfile:
             resident=d.get("resident"),
             notes=list(d.get("notes") or []),
             batch_size=d.get("batch_size"),
+            hardware=d.get("hardware"),
         )
 
     # ----- expected series -----

@@ -8,7 +8,7 @@ import torch
 
 from driple.errors import DripleError
 from driple.graph.build import build_input, op_graph_for
-from driple.graph.host_speed import LOOPBACK_BYTES_PER_S, HostSpeed
+from driple.hardware.host_speed import LOOPBACK_BYTES_PER_S, HostSpeed
 from driple.graph.summary_features import (GRAPH_FEATURES, OP_CLASSES, PRIORS, feature_vector,
                                            graph_features, op_class, optimizer_key, prior_matrix, priors)
 
@@ -175,7 +175,7 @@ def test_prior_matrix_in_target_order():
 
 
 def test_host_figures_are_measured_and_travel_as_plain_data():
-    from driple.graph.host_speed import measure_host_speed
+    from driple.hardware.host_speed import measure_host_speed
 
     threads = torch.get_num_threads()
     speed = measure_host_speed(repeats=2, matmul_size=64, copy_bytes=1 << 20)

@@ -129,7 +129,7 @@ def test_hgb_priors_extrapolates_along_the_prior_where_trees_cannot():
     """A step time of exactly 3x its prior: trained on small jobs, asked about 20x larger ones,
     ``hgb-priors`` (trees on ln(y / prior)) follows the prior; plain trees stop at the largest
     training value."""
-    from driple.graph.host_speed import HostSpeed
+    from driple.hardware.host_speed import HostSpeed
     from driple.graph.summary_features import GRAPH_FEATURES, priors
     from driple.inspector.baselines import HGBPriors
     from driple.metrics import DECLARED_LABELS, use_labels

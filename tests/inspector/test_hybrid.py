@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.graph.summary_features import GRAPH_FEATURES
 from driple.inspector.checkpoint import TrainedInspector, load_inspector
 from driple.inspector.graph_inputs import GraphInputs, stack_graph_features
@@ -215,7 +215,7 @@ def test_which_host_figures_an_inspector_records(dataset, monkeypatch, tmp_path)
 
     import pandas as pd
 
-    import driple.graph.host_speed as host_speed
+    import driple.hardware.host_speed as host_speed
     from driple.inspector.train import training_host
 
     assert training_host(dataset, HOST) is HOST

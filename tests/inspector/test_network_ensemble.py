@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.inspector.model import FeatureMLP, Inspector, NetworkEnsemble, build_model, members_of
 from driple.inspector.train import InspectorConfig, preset, train_inspector
 

@@ -6,7 +6,7 @@ import torch
 from torch_geometric.data import Data
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.graph.summary_features import BASE_FEATURES, GRAPH_FEATURES, OP_CLASSES, feature_vector
 from driple.inspector.estimator_registry import make_estimator
 from driple.inspector.roofline import OP_OVERHEAD_S, design_matrix, is_duration

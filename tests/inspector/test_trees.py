@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from driple.errors import DripleError
-from driple.graph.host_speed import HostSpeed
+from driple.hardware.host_speed import HostSpeed
 from driple.inspector.checkpoint import load_inspector
 from driple.inspector.splits import random_split
 from driple.inspector.train import preset, train_inspector

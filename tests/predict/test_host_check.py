@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from driple.graph.host_speed import HostSpeed
-from driple.predict.host_check import compare_hosts
+from driple.hardware.host_speed import HostSpeed
+from driple.hardware.host_check import compare_hosts
 
 AMD = HostSpeed(flops_per_s=100e9, memory_bytes_per_s=20e9, cpu_model="AMD EPYC")
 
@@ -37,7 +37,7 @@ def test_settings_check_host_compares_each_shipped_inspector(monkeypatch, capsys
     """Against the shipped registry, with this host's measurement replaced by fixed figures."""
     import psutil
 
-    import driple.graph.host_speed as host_speed
+    import driple.hardware.host_speed as host_speed
     from driple.cli import main
     from driple.cli import predict as cli_predict
     from driple.predict.predictor import Predictor

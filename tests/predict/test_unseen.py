@@ -132,7 +132,7 @@ def with_calibration(inspector, families, modes, scale=3.0):
 
 
 def test_predictor_uses_the_unseen_calibration_for_other_families_only(shipped, tiny_mlp):
-    from driple.graph.host_speed import HostSpeed
+    from driple.hardware.host_speed import HostSpeed
     from driple.inspector.roofline import RooflineMember, design_matrix
     from driple.predict.predictor import Predictor, family_of
 

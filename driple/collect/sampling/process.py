@@ -19,6 +19,7 @@ import weakref
 from pathlib import Path
 
 from driple.collect.sampling.sampler import check_config, check_target, net_source
+from driple.hardware.devices import device_kind
 from driple.collect.sampling.target import Target
 from driple.errors import DripleError
 
@@ -92,7 +93,7 @@ class SamplerProcess:
             raise DripleError("this sampler was already started; make a new SamplerProcess")
         for t in self.targets:
             check_target(t, self.device, net_source(t, self.net_mode))
-        if self.device == "gpu":
+        if device_kind(self.device).samples_nvml:
             from driple.collect.sampling import nvml
 
             nvml.shutdown(nvml.load())  # a clear error here rather than from the child

@@ -25,6 +25,7 @@ from driple.collect.sampling.proctree import PAGE_SIZE, ProcessTree, TreeGroup, 
 from driple.collect.sampling.target import Target
 from driple.collect.sampling.tcpinfo import TcpAccounts, socket_inodes
 from driple.errors import DripleError
+from driple.hardware.devices import DEVICES, device_kind
 
 FORMAT = "driple-raw-1"
 REFRESH_S = 0.5  # walk process trees and their sockets again
@@ -32,7 +33,6 @@ GPU_POLL_S = 0.25  # fetch new NVML utilization samples (the driver buffers them
 IFACE_EVERY = 10  # interface totals (a cross-check) are read every 10th sample
 MAX_SPAN_NS = 500_000  # reading all targets should take less (else it is read again)
 NET_MODES = ("auto", "tcp_info", "veth")
-DEVICES = ("cpu", "gpu")
 
 
 def check_target(target: Target, device: str, net_source: str) -> None:
@@ -65,7 +65,7 @@ def check_target(target: Target, device: str, net_source: str) -> None:
         raise DripleError(f"target {target.name!r}: net_mode='veth' needs the target's host-side veth")
     if net_source == "veth" and not os.path.exists(f"/sys/class/net/{target.veth}"):
         raise DripleError(f"target {target.name!r}: network interface {target.veth!r} does not exist")
-    if device == "gpu" and target.gpu_index is None:
+    if device in DEVICES and device_kind(device).one_per_worker and target.gpu_index is None:
         raise DripleError(f"target {target.name!r}: device='gpu' needs the target's gpu_index")
 
 
@@ -223,7 +223,7 @@ class Sampler:
         sources = [net_source(t, net_mode) for t in targets]
         for t, src in zip(targets, sources):
             check_target(t, device, src)
-        self._pynvml = nvml_mod.load() if device == "gpu" else None
+        self._pynvml = nvml_mod.load() if device_kind(device).samples_nvml else None
         self.gpus: dict[int, nvml_mod.Gpu] = {}
         if self._pynvml is not None:
             for t in targets:
@@ -232,7 +232,7 @@ class Sampler:
         self.gpu_streams = {
             (i, k): (array("q"), array("d")) for i in self.gpus for k in nvml_mod.KINDS
         }
-        self.tracks = [_Track(t, src, device == "gpu") for t, src in zip(targets, sources)]
+        self.tracks = [_Track(t, src, device_kind(device).samples_nvml) for t, src in zip(targets, sources)]
         self.trees = TreeGroup([tr.tree for tr in self.tracks])  # walk and read them through it
         self._live = list(enumerate(self.tracks))  # (index, track) of targets still running
         self.tcp = TcpAccounts(len(targets)) if "tcp_info" in sources else None

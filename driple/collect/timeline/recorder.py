@@ -39,7 +39,9 @@ class _MallInfo2(ctypes.Structure):
 def allocated_bytes_reader(device: str = "cpu", index: int = 0) -> tuple[Optional[Callable[[], int]], str]:
     """``(reader, name)``: a function returning the process's allocated bytes now, and what it
     reads; ``(None, reason)`` where nothing suitable exists (e.g. a libc without mallinfo2)."""
-    if device == "gpu":
+    from driple.hardware.devices import device_kind
+
+    if device_kind(device).torch_type == "cuda":
         import torch
 
         dev = torch.device("cuda", index)

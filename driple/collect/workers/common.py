@@ -277,10 +277,13 @@ def _jsonable(obj):
 def device_for(job: dict, local_rank: int):
     import torch
 
-    if job["setting"]["device"] == "gpu":
+    from driple.hardware.devices import device_kind
+
+    kind = device_kind(job["setting"]["device"])
+    if kind.one_per_worker:
         torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+        return torch.device(kind.torch_type, local_rank)
+    return torch.device(kind.torch_type)
 
 
 def sync(device) -> None:

@@ -5,7 +5,7 @@ that host's measured figures (``HostSpeed``, in the checkpoint), and its labels 
 there. On another CPU model, or the same VM on a slower day (this project saw 1.14x between
 sessions, and 1.2x between its Intel and AMD hosts), the predicted durations are off by about
 that ratio. :func:`compare_hosts` puts the half-second benchmark of this host
-(:func:`driple.graph.host_speed.measure_host_speed`) beside the checkpoint's figures, so that
+(:func:`driple.hardware.host_speed.measure_host_speed`) beside the checkpoint's figures, so that
 a scheduler knows before trusting a step time. Predictions are not rescaled: how a job's time
 follows a host's GEMM rate and copy bandwidth is what a dataset of that host would teach.
 """
@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from driple.graph.host_speed import HostSpeed
-from driple.inspector.dataset import DEFAULT_MAX_CONTENTION  # the collector's "quiet host" bound
+from driple.hardware.host_speed import HostSpeed
+
+#: % of the host's CPU other processes may use while a job (or a probe) is measured: above it
+#: the host is "contended" (the collector flags the row, training leaves it out).
+QUIET_HOST_PCT = 10.0
 
 TOLERANCE = 0.15  # a ratio within 1 +- this is "the same speed": the benchmark repeats within ~5 %
 
@@ -58,7 +61,7 @@ def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
         advice = (" and ".join(why) + ": the predictions describe the trained-on host; durations "
                   "here will differ by about these ratios (to predict for this host, fine-tune "
                   "on jobs measured here: driple collect, then driple finetune)")
-    if busy_pct is not None and busy_pct > DEFAULT_MAX_CONTENTION:
+    if busy_pct is not None and busy_pct > QUIET_HOST_PCT:
         advice += (f"; this host was busy ({busy_pct:.0f} % CPU used by other processes): "
                    "its figures are low, measure again when it is quiet")
     return HostComparison(setting, trained.cpu_model, here.cpu_model, compute, memory,

@@ -1,0 +1,70 @@
+"""Which machine measured each row of a dataset.
+
+A row collected with a probe carries its spec in the ``hardware`` column (JSON of a
+:class:`~driple.hardware.spec.HardwareSpec`, probed right before the job). Rows of datasets
+measured before specs existed have none; their dataset's ``provenance.json`` keeps the figures
+measured on the collecting host (``host_speed``), which stand for every such row. A row with
+neither names no machine and is refused by its job id: its labels cannot be put beside a spec.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+from driple.errors import DripleError
+from driple.hardware.host_speed import HostSpeed
+from driple.hardware.spec import HardwareSpec
+
+SPEC_COLUMN = "hardware"
+
+
+def recorded_spec(dataset_dir: str | Path) -> Optional[HardwareSpec]:
+    """The spec of a dataset's recorded host figures (``provenance.json`` → ``host_speed``), or None."""
+    path = Path(dataset_dir) / "provenance.json"
+    try:
+        record = json.loads(path.read_text()).get("host_speed")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not record:
+        return None
+    return HardwareSpec.from_host_speed(HostSpeed.from_dict(record),
+                                        how=f"recorded in {path}: {record.get('how', '')}".rstrip(": "))
+
+
+def row_spec(row, fallback: Optional[HardwareSpec] = None) -> Optional[HardwareSpec]:
+    """The spec a row names (its ``hardware`` column), else ``fallback``; None if neither."""
+    text = row.get(SPEC_COLUMN) if hasattr(row, "get") else None
+    if text is None or (isinstance(text, float) and math.isnan(text)) or text == "":
+        return fallback
+    try:
+        return HardwareSpec.from_dict(json.loads(text) if isinstance(text, str) else text)
+    except ValueError as exc:
+        raise DripleError(f"job {row.get('job_id', '?')}: its hardware spec is not JSON ({exc})") from None
+
+
+def dataset_specs(frame, dataset_dir: str | Path) -> list[HardwareSpec]:
+    """One spec per row of ``frame`` (a dataset's results table); refuses, by job id, a row that
+    names no machine (no ``hardware`` column value and no recorded host figures)."""
+    fallback = recorded_spec(dataset_dir)
+    out = []
+    for row in frame.to_dict("records"):
+        spec = row_spec(row, fallback)
+        if spec is None:
+            raise DripleError(
+                f"job {row.get('job_id', '?')} of {dataset_dir} names no machine: it has no hardware "
+                "spec and the dataset's provenance.json records no host_speed; collect it again "
+                "(rows carry their spec), or add the collecting host's figures as host_speed")
+        out.append(spec)
+    return out
+
+
+def machines(specs: list[HardwareSpec]) -> list[dict]:
+    """The machines of a dataset: ``[{"cpu_model", "rows", "gpus"}]``, most rows first."""
+    counts: dict = {}
+    for s in specs:
+        key = (s.cpu_model, tuple(g.name for g in s.gpus))
+        counts[key] = counts.get(key, 0) + 1
+    return [{"cpu_model": k[0], "gpus": list(k[1]), "rows": n}
+            for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
