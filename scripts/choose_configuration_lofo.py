@@ -12,7 +12,7 @@ are all among the training families. Here the shipped source's own train + valid
 family: each family is predicted by every candidate trained on the other families (their
 architectures cut into train and validation, early stopping and the roofline's modes on the
 latter), with the per-op-class roofline joined as shipped. Printed per candidate: the median
-over the 13 targets of the MAPE on the held-out families (the measure of issue #15's bar), the
+over the 13 targets of the MAPE on the held-out families (the accuracy bar's measure), the
 mean, and the step time's MAPE. The lowest median wins. A candidate training is what the
 shipped one is (its preset's networks, moving average and scaling), so a run takes minutes:
 about 10 on 2 cores for features and hybrid on the source's 194 jobs.

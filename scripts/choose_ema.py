@@ -7,7 +7,7 @@ decision has seen: the calibration jobs of the source's random split.
 
 For each decay and seed this trains one hybrid network (the ``hybrid`` preset of
 :func:`driple.inspector.train.preset` with ``networks=1``, as when the decay was chosen; the
-preset has averaged two since session 29), early stopping on the validation jobs, joins the
+preset averages two), early stopping on the validation jobs, joins the
 per-op-class roofline as shipping does (modes chosen on the validation jobs), and scores the
 calibration jobs: mean and median per-target MAPE, mean NRMSE, step-time MAPE. The validation
 jobs stopped the training, so their scores favour whichever run was luckier there; the

@@ -8,7 +8,7 @@ retrained: seconds instead of the evaluation's hours.
 
 The evaluation (``python scripts/reproduce.py --sections accuracy``) keeps, per fold, the
 inspector's network predictions before its roofline was joined (``network_predictions`` in
-``accuracy.json``, from session 35 on). Here each fold gets a roofline fitted again on its
+``accuracy.json``). Here each fold gets a roofline fitted again on its
 training jobs with the options given, its modes chosen on the fold's validation jobs with the
 network's validation predictions, joined to its test predictions
 (:func:`driple.inspector.roofline_estimator.rejoin`), and the pooled errors are printed beside
@@ -37,7 +37,7 @@ def rejoined_scores(entry: dict, dataset, host, overlap: bool, terms: str) -> di
     folds = entry.get("network_predictions")
     if not folds:
         raise DripleError("the evaluation kept no network predictions for it (an inspector without "
-                          "a roofline, or an evaluation from before session 35): run python "
+                          "a roofline, or an evaluation that predates them): run python "
                           "scripts/reproduce.py --sections accuracy")
     predicted = np.concatenate(rejoin(dataset, folds, host, overlap=overlap, terms=terms))
     index = {j: i for i, j in enumerate(dataset.job_ids)}

@@ -32,7 +32,7 @@ Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/eval
   held-out jobs; ``scripts/calibrate_unseen_families.py`` ships it) and its cross-fitted check.
 - ``outofzoo``: the shipped inspector of each ``--out-of-zoo`` set's setting on that set
   (default: :data:`DEFAULT_OUT_OF_ZOO`, architectures written by others, never trained on or
-  chosen with: ``datasets/out-of-zoo`` in the source setting, the set issue #15's bar is about,
+  chosen with: ``datasets/out-of-zoo`` in the source setting, the set the accuracy bars are about,
   and the same architectures in the parameter-server setting on its CPU model), beside the
   baselines fitted on that inspector's own training jobs (``driple evaluate --external``), with
   interval coverage; ``outofzoo.json`` for the source setting's set, ``outofzoo-<setting>.json``
@@ -562,7 +562,7 @@ def _cpu_models_text(frame) -> str | None:
 
 
 #: The out-of-zoo sets under ``datasets/`` evaluated by default (``--out-of-zoo`` replaces them):
-#: the source setting's (issue #15's bar) and the same grid measured in the parameter-server
+#: the source setting's (the accuracy bars') and the same grid measured in the parameter-server
 #: setting on the CPU model of its dataset.
 DEFAULT_OUT_OF_ZOO = ("out-of-zoo", os.path.join("v2-intel", "out-of-zoo-cpu-ps-p1w2-1g"))
 
@@ -960,7 +960,7 @@ def _medians(rep) -> tuple[dict, str]:
 
 def _against_tables(rep, margin: float = 0.25) -> list[str]:
     """Per target the inspector's MAPE beside the best table model's, and the medians over the
-    targets: is the inspector ``margin`` lower (issue #15's bar)?"""
+    targets: is the inspector ``margin`` lower (the accuracy bar)?"""
     tables = _table_models(rep)
     if "inspector" not in rep["estimators"] or not tables:
         return []
@@ -984,7 +984,7 @@ def _against_tables(rep, margin: float = 0.25) -> list[str]:
     return lines
 
 
-#: Issue #15's bars: the inspector's median per-target MAPE this much below the best table
+#: The accuracy bars: the inspector's median per-target MAPE this much below the best table
 #: model's on held-out families; step time MAPE at most this on held-out families / out of zoo.
 BAR_LOWER, BAR_STEP_FAMILY, BAR_STEP_OUTOFZOO = 0.25, 10.0, 15.0
 
@@ -1031,7 +1031,7 @@ def _standing_row(name: str, rep: dict, step_bar: float | None, other_families: 
 
 
 def _report_standing(acc: dict | None, oozs: list) -> list[str]:
-    """Issue #15's bars in one table: held-out families per setting and the out-of-zoo sets (the
+    """The accuracy bars in one table: held-out families per setting and the out-of-zoo sets (the
     step-time bar on the source setting's)."""
     sets = [(f"{setting}, held-out families", r["family"], BAR_STEP_FAMILY)
             for setting, r in ((acc or {}).get("settings") or {}).items() if r.get("family")]
@@ -1721,7 +1721,7 @@ def main(argv=None) -> int:
     p.add_argument("--families", nargs="*", default=None,
                    help="accuracy: hold out only these families in the family split (smoke runs)")
     p.add_argument("--estimators", default="mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors",
-                   help="accuracy: estimators beside the inspector (default: the ablation of issue #15, "
+                   help="accuracy: estimators beside the inspector (default: the full ablation, "
                    "mean,hgb,hgb-priors,knn,analytic,roofline,roofline-overlap,gnn,features,hybrid,hybrid+hgb-priors; any "
                    "registered one can be named; analytic scores step time only, roofline the durations "
                    "and step time, on labels v2; a column that is the "

@@ -18,7 +18,7 @@ the paper's; ``hybrid``: residuals over physical priors; ``hybrid-plain``; ``fea
 choice is made on the source's validation jobs only and recorded in the checkpoint; with
 ``--select-by lofo`` on an inner leave-family-out of its train + validation jobs instead
 (:mod:`driple.inspector.family_choice`: which preset, with the roofline, predicts a family it
-never trained on best; how session 34 chose the shipped hybrid, in two scripts then).
+never trained on best; the shipped hybrid was chosen so, in two scripts).
 Intervals are calibrated on the split's calibration jobs when it has them (else validation).
 
 With ``--reuse-source`` the shipped source inspector is kept as it is (its card and scores

@@ -100,7 +100,7 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
     assert retest["timeline"]["retest"]["compute_burst_amount"]["median_rel_diff"] == pytest.approx(0.1 / 1.05)
     text = (out / "results.md").read_text()
     assert "### cpu-ddp-w2-1g, family split" in text and "vs floor" in text
-    # issue #15's bar, worked out from the same scores: median over the targets, inspector vs best table
+    # the accuracy bar, worked out from the same scores: median over the targets, inspector vs best table
     import numpy as np
 
     med = {m: np.median([lo["scores"][m][t]["mape"] for t in lo["targets"]]) for m in ("inspector", "mean", "hgb")}
@@ -654,7 +654,7 @@ def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
 
 
 def test_standing_table_states_each_bar_from_the_scores(reproduce):
-    """Issue #15's bars by hand: inspector median MAPE 10 % vs hgb's 20 % (50 % lower), step time
+    """The accuracy bars by hand: inspector median MAPE 10 % vs hgb's 20 % (50 % lower), step time
     9 % (bar 10 %: met) on held-out families; out of zoo 16 % (bar 15 %: missed); a label over 2x
     its floor is named; coverage in %."""
     def rep(step, other, hgb_step, hgb_other):
@@ -974,7 +974,7 @@ def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_
                                     "refit_roofline", "choose_configuration_lofo", "rejoin_roofline"])
 def test_scripts_that_write_shipped_files_import_their_own_checkout_s_driple(script, tmp_path):
     """A second checkout's scripts scored and overwrote the first's trained_models/ through its
-    editable install (session 33): each script puts its own checkout first on sys.path."""
+    editable install: each script puts its own checkout first on sys.path."""
     import subprocess
 
     fake = tmp_path / "driple"

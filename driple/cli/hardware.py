@@ -30,6 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = hsub.add_parser("show", help="print a spec file in words")
     sh.add_argument("spec", help="a spec file (driple hardware probe --json)")
     sh.set_defaults(func=run_show)
+    ev = hsub.add_parser(
+        "evaluate", help="measure how well predictions carry to the machines a dataset's rows name",
+        description="Predict every quiet job of DATASET with the inspector of SETTING twice: as "
+        "trained (for the machine its rows were measured on) and carried to the machine each row "
+        "names (--hardware's scaling); per target, MAPE, median signed error and how often the "
+        "carried 90 %% interval covers the measurement. Rows of another CPU model give the "
+        "cross-machine error, the same jobs at two host speeds the drift error.")
+    ev.add_argument("--setting", required=True, help="setting id of a shipped inspector, or a checkpoint path")
+    ev.add_argument("--dataset", required=True, help="a collector dataset directory (results.csv)")
+    ev.add_argument("--drift", metavar="DATASET2", default=None,
+                    help="the same grid measured at another host speed: per job, the carried step "
+                    "time at each speed and the predicted speed ratio against the measured one")
+    ev.add_argument("--specs", choices=("row", "median"), default="row",
+                    help="carry to each row's own probe (default), or to the median of the "
+                    "dataset's probes (one probe varies ±10 %% from job to job on a VM)")
+    ev.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ev.set_defaults(func=run_evaluate)
     hw.set_defaults(func=lambda args: (hw.print_help(), 0)[1])
 
 
@@ -44,6 +61,36 @@ def run_probe(args: argparse.Namespace) -> int:
         print()
     else:
         print(describe(spec))
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from driple.evaluation.hardware import drift_check, evaluate_carry
+
+    if args.drift:
+        result = drift_check(args.setting, args.dataset, args.drift, progress=not args.json, specs=args.specs)
+        if args.json:
+            json.dump(result, sys.stdout, indent=2)
+            print()
+            return 0
+        print(f"{result['setting']}: {result['jobs']} jobs at two host speeds ({', '.join(result['datasets'])})")
+        print(f"carried step time MAPE: {result['mape'][0]:.1f} % and {result['mape'][1]:.1f} %")
+        print(f"speed ratio, predicted against measured: MAPE {result['ratio_mape']:.1f} %, median "
+              f"{result['ratio_median_signed']:+.1f} %, {100 * result['ratio_within_5pct']:.0f} % of jobs within 5 %")
+        return 0
+    result = evaluate_carry(args.setting, args.dataset, progress=not args.json, specs=args.specs)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"{result['setting']} (trained on {result['trained_on']}) on {result['jobs']} jobs of {result['dataset']}")
+    print("rows measured on: " + ", ".join(f"{m['cpu_model']} ({m['rows']})" for m in result["machines"]))
+    print(f"{'target':<26}{'as trained: MAPE':>18}{'signed':>9}{'carried: MAPE':>16}{'signed':>9}{'covered':>9}")
+    for t, row in result["targets"].items():
+        a, b = row["trained"], row["carried"]
+        cov = "-" if b.get("covered") is None else f"{100 * b['covered']:.0f} %"
+        print(f"{t:<26}{a['mape']:>16.1f} %{a['median_signed']:>+8.1f}%{b['mape']:>14.1f} %"
+              f"{b['median_signed']:>+8.1f}%{cov:>9}")
     return 0
 
 

@@ -138,21 +138,28 @@ def _plot(profile, path: str, seconds: float, quiet: bool) -> None:
 
 # ---------------------------------------------------------------------- settings
 def run_settings(args: argparse.Namespace) -> int:
-    from driple.predict.registry import list_settings, models_dir, no_inspector_message
+    from driple.predict.registry import list_settings, models_dir, no_inspector_message, sha256
 
     entries = list_settings()
     if not entries:
         raise DripleError(no_inspector_message())
+    for e in entries:  # a tampered or truncated checkpoint is named here, not first at predict time
+        path = models_dir() / e.get("path", "")
+        e["checksum_ok"] = path.is_file() and sha256(path) == e.get("sha256")
+    broken = [e["setting"] for e in entries if not e["checksum_ok"]]
     if args.check_host:
         for e in entries:
             e["host_check"] = _host_check(e["setting"])
     if args.json:
         json.dump(entries, sys.stdout, indent=2)
         print()
-        return 0
+        return 2 if broken else 0
     for e in entries:
         star = " (default)" if e["default"] else ""
         print(f"{e['setting']}{star}")
+        if not e["checksum_ok"]:
+            print(f"  CHECKSUM FAILS: {models_dir() / e.get('path', '')} is missing or differs from "
+                  "the registry's SHA-256; it will not load")
         print(f"  {e.get('description', '')}")
         print(f"  trained: {e.get('trained', '?')}")
         if e.get("hardware"):
@@ -186,6 +193,9 @@ def run_settings(args: argparse.Namespace) -> int:
             mark = "matches" if check["matches"] else "DIFFERS"
             print(f"  this host ({check['here_cpu'] or '?'}): {mark}: GEMM {check['compute_ratio']:.2f}x, "
                   f"copy {check['memory_ratio']:.2f}x the trained-on host's; {check['advice']}")
+    if broken:
+        print(f"driple: error: checksum fails for {', '.join(broken)}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,12 +2,12 @@
 
 An inspector predicts jobs on the hardware of its dataset: its priors divide FLOPs and bytes by
 that host's measured figures (``HostSpeed``, in the checkpoint), and its labels were measured
-there. On another CPU model, or the same VM on a slower day (this project saw 1.14x between
-sessions, and 1.2x between its Intel and AMD hosts), the predicted durations are off by about
-that ratio. :func:`compare_hosts` puts the half-second benchmark of this host
+there. On another CPU model, or the same VM on a slower day (1.14x between two days on one
+host, 1.2x between an Intel and an AMD host), the predicted durations are off by about that
+ratio. :func:`compare_hosts` puts the half-second benchmark of this host
 (:func:`driple.hardware.host_speed.measure_host_speed`) beside the checkpoint's figures, so that
-a scheduler knows before trusting a step time. Predictions are not rescaled: how a job's time
-follows a host's GEMM rate and copy bandwidth is what a dataset of that host would teach.
+a scheduler knows before trusting a step time; ``driple predict --hardware this`` carries a
+prediction to this host (:mod:`driple.hardware.scaling`, with its measured error).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
     ``busy_pct``: the host's CPU use by others just before ``here`` was measured."""
     compute = here.flops_per_s / trained.flops_per_s
     memory = here.memory_bytes_per_s / trained.memory_bytes_per_s
-    same_cpu = bool(trained.cpu_model) and _cpu_family(trained.cpu_model) == _cpu_family(here.cpu_model)
+    same_cpu = bool(trained.cpu_model) and cpu_family(trained.cpu_model) == cpu_family(here.cpu_model)
     fast_enough = all(abs(r - 1.0) <= tolerance for r in (compute, memory))
     matches = same_cpu and fast_enough
     if matches:
@@ -59,8 +59,9 @@ def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
         if not fast_enough:
             why.append("another speed")
         advice = (" and ".join(why) + ": the predictions describe the trained-on host; durations "
-                  "here will differ by about these ratios (to predict for this host, fine-tune "
-                  "on jobs measured here: driple collect, then driple finetune)")
+                  "here will differ by about these ratios (driple predict --hardware this carries a "
+                  "prediction here, docs/hardware.md says how well; or fine-tune on jobs measured "
+                  "here: driple collect, then driple finetune)")
     if busy_pct is not None and busy_pct > QUIET_HOST_PCT:
         advice += (f"; this host was busy ({busy_pct:.0f} % CPU used by other processes): "
                    "its figures are low, measure again when it is quiet")
@@ -68,7 +69,7 @@ def compare_hosts(setting: str, trained: HostSpeed, here: HostSpeed,
                           same_cpu, matches, advice, busy_pct)
 
 
-def _cpu_family(name: str) -> str:
+def cpu_family(name: str) -> str:
     """``AMD EPYC 7B13`` and ``AMD EPYC`` name the same family: the datasets record the
     collector's short name, /proc/cpuinfo the full one. Compared on the first two words."""
     words = (name or "").replace("(R)", "").replace("(TM)", "").split()

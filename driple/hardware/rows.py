@@ -24,13 +24,16 @@ def recorded_spec(dataset_dir: str | Path) -> Optional[HardwareSpec]:
     """The spec of a dataset's recorded host figures (``provenance.json`` → ``host_speed``), or None."""
     path = Path(dataset_dir) / "provenance.json"
     try:
-        record = json.loads(path.read_text()).get("host_speed")
+        provenance = json.loads(path.read_text())
+        record = provenance.get("host_speed")
     except (OSError, ValueError, AttributeError):
         return None
     if not record:
         return None
+    host = provenance.get("host") or {}
     return HardwareSpec.from_host_speed(HostSpeed.from_dict(record),
-                                        how=f"recorded in {path}: {record.get('how', '')}".rstrip(": "))
+                                        how=f"recorded in {path}: {record.get('how', '')}".rstrip(": "),
+                                        cores=host.get("cores_usable") or host.get("cores"))
 
 
 def row_spec(row, fallback: Optional[HardwareSpec] = None) -> Optional[HardwareSpec]:

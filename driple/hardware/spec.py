@@ -88,18 +88,32 @@ class HardwareSpec:
         """The compute peak the roofline divides FLOPs by: the float32 matmul rate."""
         return float(self.matmul_flops_per_s[PEAK_DTYPE])
 
-    def host_speed(self) -> HostSpeed:
-        """The figures the inspector's priors and roofline divide by (:class:`HostSpeed`)."""
-        return HostSpeed(flops_per_s=self.flops_per_s, memory_bytes_per_s=float(self.copy_bytes_per_s),
+    def core_share(self, ranks: Optional[int]) -> float:
+        """The share of a core each of ``ranks`` one-thread ranks gets on this machine's usable
+        cores (1 when the cores are unknown or enough)."""
+        if not ranks or self.cores_available <= 0:
+            return 1.0
+        return min(1.0, float(self.cores_available) / int(ranks))
+
+    def host_speed(self, ranks: Optional[int] = None) -> HostSpeed:
+        """The figures the inspector's priors and roofline divide by (:class:`HostSpeed`); with
+        ``ranks`` (one-thread processes sharing the machine) the compute and copy peaks are
+        those of each rank's share of the usable cores (:meth:`core_share`)."""
+        share = self.core_share(ranks)
+        return HostSpeed(flops_per_s=self.flops_per_s * share,
+                         memory_bytes_per_s=float(self.copy_bytes_per_s) * share,
                          loopback_bytes_per_s=float(self.loopback_bytes_per_s),
                          memory_bytes=float(self.memory_bytes or 0), cpu_model=self.cpu_model,
                          how=self.how or "hardware spec")
 
     @classmethod
-    def from_host_speed(cls, host: HostSpeed, how: Optional[str] = None) -> "HardwareSpec":
+    def from_host_speed(cls, host: HostSpeed, how: Optional[str] = None,
+                        cores: Optional[float] = None) -> "HardwareSpec":
         """The spec of figures recorded before specs existed (a checkpoint's or dataset's
-        :class:`HostSpeed`): the facts it did not record are unknown (0 or empty)."""
-        return cls(cpu_model=host.cpu_model, logical_cpus=0, cores_available=0.0, threads_per_worker=1,
+        :class:`HostSpeed`, and the usable ``cores`` where recorded): the facts it did not
+        record are unknown (0 or empty)."""
+        cores = float(cores or 0.0)
+        return cls(cpu_model=host.cpu_model, logical_cpus=int(cores), cores_available=cores, threads_per_worker=1,
                    matmul_flops_per_s={PEAK_DTYPE: float(host.flops_per_s)},
                    copy_bytes_per_s=float(host.memory_bytes_per_s), memory_bytes=int(host.memory_bytes or 0),
                    loopback_bytes_per_s=float(host.loopback_bytes_per_s),

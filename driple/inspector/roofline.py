@@ -21,7 +21,7 @@ times). Fitting is a few milliseconds; nothing to choose on validation jobs.
 ``"physical"`` only the term that bounds each class on a CPU (:data:`COMPUTE_CLASSES` by their
 FLOPs, the memory-bound rest by their traffic: an unconstrained fit gives normalization FLOPs a
 rate of ~200x the GEMM peak as a stand-in for something else). Measured as the
-``roofline-physical`` estimator (README, "Where the inspector stands"), not shipped.
+``roofline-physical`` estimator (the evaluation report, `trained_models/evaluation/results.md`), not shipped.
 
 **Overlap** (optional, ``overlap=True``; the ``roofline-overlap`` estimator): DDP all-reduces a
 bucket while the backward pass computes the next, a parameter server's pushes run beside

@@ -257,14 +257,14 @@ class InspectorConfig:
         return cls(**{k: v for k, v in record.items() if k in cls.__dataclass_fields__})
 
 
-#: The hybrid's ``TrainOptions.ema``, chosen on jobs no training decision saw (session 28: the
+#: The hybrid's ``TrainOptions.ema``, chosen on jobs no training decision saw (the
 #: source's calibration jobs, 3 seeds each of 0, 0.98, 0.99, 0.995; ``scripts/choose_ema.py``):
 #: 0.995 had the lowest median per-target MAPE (11.0 % vs 12.4 % without) and NRMSE (0.192 vs
 #: 0.203), mean MAPE equal (13.7 vs 13.6 %).
 HYBRID_EMA = 0.995
 
 #: How many networks the hybrid averages (``InspectorConfig.networks``), chosen on the same
-#: calibration jobs (session 29, ``scripts/choose_networks.py``: 6 seeds, every run of k
+#: calibration jobs (``scripts/choose_networks.py``: 6 seeds, every run of k
 #: consecutive seeds): median per-target MAPE 10.9 % for one network (10.3-12.1 % by seed),
 #: 10.5 % for two (9.8-11.0 %), 10.3 % for three (9.9-10.6 %); mean MAPE and NRMSE about equal.
 #: Two, not three: three networks predict 412 graphs/s batched on one core, under the 500 that

@@ -73,11 +73,15 @@ class Predictor:
     # ------------------------------------------------------------------ hardware
     def trained_hardware(self):
         """The :class:`~driple.hardware.spec.HardwareSpec` of the machine the inspector's jobs
-        were measured on (from the figures its checkpoint records), or None without them."""
+        were measured on: the figures its checkpoint records, with the usable cores its registry
+        entry records (``spec``); None without figures."""
         from driple.hardware.spec import HardwareSpec
 
         host = self.inspector.host
-        return None if host is None else HardwareSpec.from_host_speed(host)
+        if host is None:
+            return None
+        cores = (self.entry.get("spec") or {}).get("cores_available")
+        return HardwareSpec.from_host_speed(host, how=f"recorded with the inspector: {host.how}", cores=cores)
 
     def use_hardware(self, hardware: Any) -> "Predictor":
         """Predict for ``hardware`` from now on: ``"trained"`` (the machine the jobs were
@@ -104,6 +108,20 @@ class Predictor:
                               "so it predicts only for the machine it was trained on (--hardware trained)")
         self.hardware_name, self.hardware = name, spec
         return self
+
+    def _carried_note(self) -> Optional[str]:
+        """The caveat of a prediction carried to another CPU model (docs/hardware.md)."""
+        trained = self.trained_hardware()
+        if trained is None or self.hardware is None:
+            return None
+        from driple.hardware.host_check import cpu_family
+
+        a, b = cpu_family(trained.cpu_model), cpu_family(self.hardware.cpu_model)
+        if a == b or not a or not b:
+            return None
+        return (f"carried from {trained.cpu_model} to {self.hardware.cpu_model} by matmul and copy "
+                "peaks: between CPU models the peaks differ more than training steps do, and the "
+                "carried durations measured worse than the uncarried ones (docs/hardware.md)")
 
     def hardware_record(self) -> Optional[dict]:
         """What a profile says of the machine it describes: ``{"described", "spec"}``."""
@@ -232,13 +250,20 @@ class Predictor:
             rows = [g for g, u in zip(graphs, unseen) if u]
             rooflines = self.unseen.roofline_predictions(rows, own=self.inspector.roofline)
             predicted[unseen] = self.unseen.join(predicted[unseen], rooflines, targets)
+        carried_note = None
         if self.hardware_name != "trained":
-            from driple.hardware.scaling import carry, roofline_ratio
+            from driple.hardware.scaling import carry, core_ratio, peaks, roofline_ratio
+            from driple.predict.profile import device_of
 
-            ratio = roofline_ratio(self.inspector.roofline, graphs, self.inspector.host,
-                                   self.hardware.host_speed())
-            predicted = carry(predicted, ratio)
+            trained, ranks = self.trained_hardware(), _ranks(self.setting)
+            source, target = peaks(trained, self.hardware, ranks)
+            ratio = roofline_ratio(self.inspector.roofline, graphs, source, target)
+            predicted = carry(predicted, ratio, targets, device_of(self.setting),
+                              core_ratio(trained, self.hardware, ranks))
+        carried_note = self._carried_note()
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
+        if carried_note:
+            notes = [list(n) + [carried_note] for n in notes]
         lows = highs = None
         if self.intervals is not None:
             lows, highs = self.intervals.interval(values)
@@ -377,3 +402,11 @@ def resize_batch(batch, batch_size: int, device=None):
         return obj
 
     return fix(batch)
+
+
+def _ranks(setting: str) -> int:
+    """Processes of a job of ``setting`` (workers and servers)."""
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting)
+    return int(s.workers) + int(s.servers)

@@ -154,12 +154,14 @@ def entry_for(checkpoint: str | os.PathLike) -> Optional[dict]:
 def register(setting: str, checkpoint: str | os.PathLike, *, description: str, trained: str,
              scores: dict, card: Optional[str] = None, default: bool = False,
              root: Optional[Path] = None, hardware: Optional[str] = None,
-             resident: Optional[dict] = None, unseen: Optional[dict] = None) -> dict:
+             resident: Optional[dict] = None, unseen: Optional[dict] = None,
+             spec: Optional[dict] = None) -> dict:
     """Add or replace the entry of ``setting`` (checksum computed here); returns the entry.
     ``hardware``: the CPU (or GPU) model its jobs were measured on, which the predictions describe;
     ``resident``: what a worker holds beside the predicted demand (:mod:`driple.collect.resident`);
     ``unseen``: its figures for a model of a family it did not train on (held-out families,
-    ``scripts/calibrate_unseen_families.py``)."""
+    ``scripts/calibrate_unseen_families.py``); ``spec``: the measuring machine's
+    :class:`~driple.hardware.spec.HardwareSpec` as a dict (what ``--hardware trained`` means)."""
     root = Path(root) if root is not None else models_dir()
     checkpoint = Path(checkpoint).resolve()
     try:
@@ -173,6 +175,8 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
         entry["card"] = card
     if hardware:
         entry["hardware"] = hardware
+    if spec:
+        entry["spec"] = spec
     if resident:
         entry["resident"] = resident
     if unseen:

@@ -232,7 +232,16 @@ def ship(inspector, setting: str, *, description: str, trained: str, command: st
     return register(setting, path, description=description, trained=trained,
                     scores=summary_scores(inspector), card=f"{setting}/MODEL_CARD.md",
                     default=default, root=root, hardware=measured_on(inspector, provenance),
-                    resident=training_resident(inspector))
+                    resident=training_resident(inspector), spec=training_spec(inspector))
+
+
+def training_spec(inspector) -> Optional[dict]:
+    """The measuring machine's spec (its dataset's recorded figures and cores), or None."""
+    from driple.hardware.rows import recorded_spec
+
+    dataset = inspector.info.get("dataset")
+    spec = recorded_spec(dataset) if dataset else None
+    return None if spec is None else spec.to_dict()
 
 
 def training_resident(inspector) -> Optional[dict]:

@@ -20,7 +20,7 @@ that case, kept in a checkpoint (``info["unseen_family"]``, plain numbers) and a
   ``"roofline:<variant>"`` / ``"mean:<variant>"`` names one of the calibration's own rooflines
   (``rooflines``: :data:`ROOFLINE_VARIANTS`, each fitted on the inspector's training jobs; the
   one the modes were chosen with, so that what is applied is what was measured); a bare
-  ``"roofline"`` / ``"mean"`` (checkpoints of session 35) the inspector's own roofline. Shipped
+  ``"roofline"`` / ``"mean"`` (older checkpoints) the inspector's own roofline. Shipped
   for a setting only where they win cross-fitted (:func:`modes_win`), the rule
   :func:`nested_choice` measures; empty otherwise.
 
@@ -42,7 +42,7 @@ SEEN, UNSEEN = "seen family", "unseen family"
 USER_FAMILY = "user"
 #: The rooflines an unseen-family calibration may join (:mod:`driple.inspector.roofline`): its
 #: terms and whether the overlap of communication and compute is fitted. Chosen per duration on
-#: held-out families; the physical terms carry better to a new family's step time (session 36).
+#: held-out families; the physical terms carry better to a new family's step time.
 ROOFLINE_VARIANTS = {"all": {"terms": "all", "overlap": False},
                      "all-overlap": {"terms": "all", "overlap": True},
                      "physical": {"terms": "physical", "overlap": False},
@@ -113,7 +113,7 @@ class UnseenFamilyCalibration:
 
     def to_dict(self) -> dict:
         out = self.describe()
-        if self.rooflines:  # absent: bare modes only (checkpoints of session 35 read the same)
+        if self.rooflines:  # absent: bare modes only (older checkpoints read the same)
             out["rooflines"] = {v: m.to_state() for v, m in self.rooflines.items()}
         return out
 
@@ -236,7 +236,7 @@ def cross_fitted(targets: Sequence[str], folds: Sequence[dict], coverage: float 
 
 
 #: How modes are judged against the inspector as it is (:func:`rule_score`): the median MAPE
-#: over every target (the rule shipped since session 35), or the mean or median over the targets
+#: over every target (the rule shipped), or the mean or median over the targets
 #: a roofline can change (its durations and the step time).
 RULES = ("median", "duration-mean", "duration-median")
 

@@ -47,6 +47,25 @@ def test_settings_lists_registry(registry, capsys):
     assert main(["settings", "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
     assert entries[0]["setting"] == "cpu-ddp-w2-lo" and len(entries[0]["sha256"]) == 64
+    assert entries[0]["checksum_ok"] is True
+
+
+def test_settings_names_a_checkpoint_that_fails_its_checksum(registry, capsys):
+    import shutil
+
+    from driple.predict.registry import list_settings
+
+    ckpt = registry / list_settings()[0]["path"]
+    keep = ckpt.with_suffix(".keep")
+    shutil.copy(ckpt, keep)
+    try:
+        with open(ckpt, "ab") as f:
+            f.write(b"tampered")
+        assert main(["settings"]) == 2
+        out, err = capsys.readouterr()
+        assert "CHECKSUM FAILS" in out and "checksum fails for cpu-ddp-w2-lo" in err
+    finally:
+        shutil.move(keep, ckpt)
 
 
 def test_colocate_cli(registry, capsys):

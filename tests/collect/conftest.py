@@ -198,7 +198,7 @@ def check_sample_grid(raw, name: str, load: HostLoad, at_least_s: float = 0.0,
     span = (t[-1] - t[0]) / 1e9
     # grid points over the span, to the nearest: a timestamp may be read a little late (less
     # than a period, not counted in n_late); the first 0.3 ms late made 51 samples span 49.98
-    # periods on a loaded host (session 30), which a floor counted as a sampler ahead of its grid
+    # periods on a loaded host, which a floor counted as a sampler ahead of its grid
     points = int(np.floor(span / period + 0.5)) + 1
     late = raw.meta["n_late"]
     assert np.all(np.diff(t) > 0)

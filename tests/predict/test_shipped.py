@@ -11,7 +11,7 @@ from driple.predict.predictor import Predictor
 SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-ps-p1w2-1g")
 
 # The default inspector's prediction for ResNet-20, batch 32, written down when it was shipped
-# (labels v2, builder v5, session 34: the hybrid + roofline, chosen by the inner leave-family-out;
+# (labels v2, builder v5: the hybrid + roofline, chosen by the inner leave-family-out;
 # with its unseen-family intervals, which change no prediction). Reshipping it means writing down its
 # new values.
 RESNET20_SHA256 = "7692f823ae4907214bdf5f48da56afe802f18aa2cbf1d9acbf58eae0787d32f7"

@@ -155,7 +155,7 @@ def test_process_tree_cpu_is_summed_and_never_goes_back(tmp_path):
     assert r.index[-1] <= raw.ended("tree")
     # cores=2: two busy children = 100 %. Over 5 samples (50 ms), not per sample: one sample's
     # counters are read a little after its timestamp, and on a loaded host that skew alone put
-    # a single 10 ms sample at 105 % (a fresh clone's CI, session 30); a rate not divided by
+    # a single 10 ms sample at 105 % (a fresh clone's CI); a rate not divided by
     # the cores would read 200 %
     assert r["compute"].rolling(5).mean().max() <= 100.0 * 1.05
     # integrated back, the rates hold the children's CPU time: % x 2 cores x dt
