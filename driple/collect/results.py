@@ -94,6 +94,13 @@ class ResultTable:
             reader = csv.DictReader(f)
             return list(reader.fieldnames or []), list(reader)
 
+    def raw_rows(self) -> tuple[list[str], list[dict]]:
+        """``(columns, rows)`` as written, every row of the history, cells as text."""
+        if not self.path.exists():
+            return list(self.columns), []
+        with self._locked():
+            return self._rows()
+
     def append(self, row: dict) -> None:
         """Add one row (new columns extend the header; old rows get them empty)."""
         with self._locked():

@@ -165,6 +165,7 @@ def run_sweep(
     min_iterations: int | None = None,
     allow_other_hardware: bool = False,
     host_lock: str | os.PathLike | None = None,
+    until: float | None = None,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
 
@@ -214,7 +215,10 @@ def run_sweep(
     bar = tqdm(total=counts["skipped"] + len(pending), initial=counts["skipped"], unit="job", desc=setting.id,
                disable=not progress, dynamic_ncols=True)
     try:
-        for spec, jid in pending:
+        for n, (spec, jid) in enumerate(pending):
+            if until is not None and time.monotonic() > until:
+                counts["left"] = len(pending) - n
+                break
             if wait_quiet is not None:
                 bar.set_postfix_str("waiting for a quiet host", refresh=True)
                 waited = wait_for_quiet_host(
