@@ -102,3 +102,14 @@ def test_ddp_first_bucket_is_one_mebibyte():
     assert DDP_FIRST_BUCKET_BYTES == 1 << 20
     buckets = ddp_buckets([(131072,)] * 3, [torch.float32] * 3)
     assert sorted(len(b) for b in buckets) == [1, 2]
+
+
+def test_the_labelled_window_ends_at_the_last_iterations_end():
+    """Slip: the window ending where the last iteration starts. Measured iterations
+    [100, 200], [200, 310], [310, 450] ns: the window is [100, 450], not [100, 310]."""
+    from types import SimpleNamespace
+
+    from driple.collect.labelling import measured_window
+
+    tl = SimpleNamespace(measured=np.array([[100, 200], [200, 310], [310, 450]], dtype=np.int64))
+    assert measured_window(tl) == (100, 450)
