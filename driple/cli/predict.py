@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "measured on, default), 'this' (this host, probed now: a few seconds), or a "
                     "spec file written by `driple hardware probe --json`; durations and step time "
                     "are carried over by the inspector's roofline")
+    pr.add_argument("--memory", action="store_true",
+                    help="also print the simulated memory's breakdown at its peak (parameters, "
+                    "gradients, optimizer state, activations, communication, runtime)")
     pr.add_argument("--json", action="store_true", help="print the profile as JSON")
     pr.set_defaults(func=run_predict)
 
@@ -119,6 +122,11 @@ def run_predict(args: argparse.Namespace) -> int:
         print()
     else:
         print(format_profile(profile, predictor.describe()))
+        if args.memory:
+            from driple.predict.formatting import memory_breakdown
+
+            print("\n" + (memory_breakdown(profile.memory) if profile.memory else
+                          "no simulated memory for this inspector (its registry entry has no memory fit)"))
     if args.plot:  # after the prediction is printed: a plot that cannot be written loses nothing
         _plot(profile, args.plot, args.seconds, quiet=args.json)
     return 0

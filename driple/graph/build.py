@@ -150,8 +150,21 @@ def build_input(
         num_groups=grouper.n_groups_,
         vocab_digest=vocab.digest,
         grouping_key=grouping_key(groups, grouping, seed),
-        summary=summary.to_dict(),
+        summary={**summary.to_dict(), **_memory_summary(traced, setting)},
     )
+
+
+def _memory_summary(traced, setting) -> dict:
+    """The simulated memory of the step (:mod:`driple.graph.memory`): its true peak with the
+    breakdown, and the peak at the points the collector samples (``memory_sampled_mb``)."""
+    from driple.graph.memory import simulate
+
+    strategy = getattr(setting, "strategy", None) or "none"
+    whole = simulate(traced, strategy)
+    seen = simulate(traced, strategy, sampled=True)
+    return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
+            "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
+            "memory_sampled_mb": seen.peak_mb}
 
 
 def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], grouper: FluidGrouper,

@@ -89,6 +89,12 @@ def _builtin() -> dict[str, Factory]:
                                                        cache=cache), HGBPriors(random_state=seed)],
                                  name="hybrid+hgb-priors")
 
+    def memory_sim(seed=0, **_):
+        """The memory simulator over the traced step, offset and scale fitted (memory amount only)."""
+        from driple.inspector.memory_estimator import MemoryEstimator
+
+        return MemoryEstimator()
+
     return {
         "mean": lambda seed=0, **_: MeanBaseline(),
         "hgb": lambda seed=0, **_: HGBBaseline(random_state=seed),
@@ -103,12 +109,14 @@ def _builtin() -> dict[str, Factory]:
         "hybrid": configured("hybrid"),
         "features": configured("features"),
         "hybrid+hgb-priors": hybrid_and_trees,
+        "memory-sim": memory_sim,
     }
 
 
 def _builtin_names() -> tuple[str, ...]:
     return ("mean", "hgb", "hgb-priors", "knn", "analytic", "roofline", "roofline-overlap",
-            "roofline-physical", "roofline-physical-overlap", "gnn", "hybrid", "features", "hybrid+hgb-priors")
+            "roofline-physical", "roofline-physical-overlap", "gnn", "hybrid", "features", "hybrid+hgb-priors",
+            "memory-sim")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -126,8 +134,9 @@ def make_estimator(name: str, seed: int = 0, options=None, progress: bool = Fals
     ``roofline-physical`` (its rates on FLOPs of the compute-bound classes and traffic of the
     others: :mod:`driple.inspector.roofline`), ``roofline-physical-overlap`` (both), ``gnn`` (the paper's
     graph network trained from scratch with ``options``), ``hybrid`` / ``features`` (the
-    inspector with graph-level features and priors, with or without the graph), or a
-    registered one."""
+    inspector with graph-level features and priors, with or without the graph), ``memory-sim``
+    (the memory simulator: the memory amount only, :mod:`driple.inspector.memory_estimator`), or
+    a registered one."""
     factories = {**_builtin(), **_REGISTRY}
     if name not in factories:
         raise DripleError(f"unknown estimator {name!r}; choose among {', '.join(estimator_names())}")

@@ -45,7 +45,7 @@ from driple.sharing import SharedLoad, check_capacity, collision_probability, ov
 
 MAX_JOBS = 16  # exact overload over 2^n states; 65,536 states x 4 resources is still instant
 MAX_OVERLOAD = 0.05  # default: a pair "packs well" when no resource is overloaded > 5% of the time
-VERDICTS = ("packs well", "contends", "does not fit")  # best first
+VERDICTS = ("packs well", "contends", "does not fit", "cannot run")  # best first
 
 
 def host_capacity(cores: float | None = None, link_mb_s: float | None = None, memory_pct: float = 100.0,
@@ -131,8 +131,9 @@ class ResourceLoad(SharedLoad):
 class ColocationReport:
     """Jobs sharing a device/host/link: per-resource loads, a verdict and its reason.
 
-    ``verdict`` is one of ``VERDICTS``: *does not fit* when a combined mean load exceeds its
-    capacity; else *contends* when some resource is overloaded more than ``max_overload`` of the
+    ``verdict`` is one of ``VERDICTS``: *cannot run* when a job's own simulated memory peak
+    exceeds its slot (its profile's ``memory``: it runs nowhere there, shared or not); *does not
+    fit* when a combined mean load exceeds its capacity; else *contends* when some resource is overloaded more than ``max_overload`` of the
     time; else *packs well*. ``worst_resource`` is the resource that decided it.
     """
 
@@ -241,6 +242,11 @@ def colocate(profiles, capacity: Mapping, max_overload: float = MAX_OVERLOAD) ->
             load.expected_excess = float((prob * np.clip(demand - cap[r], 0.0, None)).sum())
         loads[r] = load
     verdict, reason, worst = _judge(loads, max_overload)
+    alone = [(n, named[n].memory) for n in names if (named[n].memory or {}).get("fits") is False]
+    if alone:  # a job whose own simulated peak exceeds its slot runs nowhere, shared or not
+        verdict, worst = "cannot run", "memory"
+        reason = "; ".join(f"{n} alone needs {m['peak_mb']:.0f} MB, {m['exceeds_by_mb']:.0f} MB more than "
+                           f"the {m['slot_mb']:.0f} MB of its slot" for n, m in alone)
     return ColocationReport(jobs=names, capacity=cap, resources=loads, verdict=verdict, reason=reason,
                             worst_resource=worst, max_overload=max_overload)
 

@@ -83,6 +83,8 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
         joined = bool(joined_modes((about.get("unseen_family") or {}).get("modes")))
         lines.append("a model family the inspector did not train on: "
                      + ("durations and intervals" if joined else "intervals") + " as calibrated on held-out families")
+    if profile.memory:
+        lines.append(memory_line(profile.memory))
     lines += ["", profile.describe()]
     if profile.notes:
         lines += ["", "caveats:"] + [f"  - {n}" for n in profile.notes]
@@ -120,4 +122,24 @@ def format_colocation(setting: str, profiles: Mapping, capacity: Mapping, report
     if pairs:
         lines += ["", "pairs, best first:"]
         lines += [f"  {' + '.join(p.jobs)}: {p.verdict} -- {p.reason}" for p in pairs]
+    return "\n".join(lines)
+
+
+def memory_line(memory: Mapping) -> str:
+    """One line: the simulated peak and whether it fits in a worker's slot of the machine."""
+    peak = f"memory (simulated): peak {format_number(memory['peak_mb'])} MB"
+    slot = memory.get("slot_mb")
+    if memory.get("fits") is None or not slot:
+        return peak
+    if memory["fits"]:
+        return f"{peak}, fits in the {format_number(slot)} MB of a worker's slot"
+    return (f"{peak}: DOES NOT FIT: {format_number(memory['exceeds_by_mb'])} MB more than the "
+            f"{format_number(slot)} MB of a worker's slot; the job cannot run there")
+
+
+def memory_breakdown(memory: Mapping) -> str:
+    """The simulated peak's parts (MB), largest first, and when the peak falls."""
+    parts = sorted((memory.get("breakdown_mb") or {}).items(), key=lambda kv: -kv[1])
+    lines = [memory_line(memory), f"  at the peak ({memory.get('phase') or '?'}):"]
+    lines += [f"    {k.replace('_', ' '):<16} {format_number(v):>10} MB" for k, v in parts if v > 0]
     return "\n".join(lines)

@@ -109,6 +109,44 @@ class Predictor:
         self.hardware_name, self.hardware = name, spec
         return self
 
+    def _simulated_memory(self, graphs) -> Optional[dict]:
+        """The memory simulator's answer for ``graphs`` (:mod:`driple.graph.memory`, fitted to the
+        setting as the registry entry's ``memory`` says): ``sampled_mb`` (the peak the memory
+        label sees, per graph), ``rel`` (the interval's half-width, relative) and one record per
+        graph: true peak, breakdown, the worker slot's memory and whether the job fits in it.
+        None when the entry has no fit or a graph carries no simulation (cached older graphs)."""
+        fit = self.entry.get("memory") or {}
+        summaries = [getattr(g, "summary", None) or {} for g in graphs]
+        if not fit or any("memory_sampled_mb" not in s for s in summaries):
+            return None
+        offset, scale = float(fit["offset_mb"]), float(fit["scale"])
+        capacity = self.slot_memory_mb()
+        records = []
+        for s in summaries:
+            peak = offset + scale * float(s["memory_peak_mb"])
+            parts = {k: scale * float(v) for k, v in (s.get("memory_breakdown_mb") or {}).items()}
+            parts["runtime"] = offset
+            record = {"source": "simulated", "peak_mb": peak, "phase": s.get("memory_phase"),
+                      "breakdown_mb": parts, "slot_mb": capacity}
+            if capacity:
+                record["fits"] = bool(peak <= capacity)
+                record["exceeds_by_mb"] = max(0.0, peak - capacity)
+            records.append(record)
+        sampled = np.array([offset + scale * float(s["memory_sampled_mb"]) for s in summaries])
+        return {"sampled_mb": sampled, "rel": float(fit.get("interval_rel", 0.05)), "records": records}
+
+    def slot_memory_mb(self) -> Optional[float]:
+        """Memory of one worker's slot on the machine predicted for (MB): the host's memory,
+        shared by the ranks of a loopback setting; None when the spec does not say."""
+        from driple.settings import parse_setting
+
+        spec = self.hardware
+        total = float(spec.memory_bytes) / 1e6 if spec is not None and spec.memory_bytes else None
+        if not total:
+            return None
+        s = parse_setting(self.setting)
+        return total / (s.workers + s.servers if s.network == "lo" else 1)
+
     def _carried_note(self) -> Optional[str]:
         """The caveat of a prediction carried to another CPU model (docs/hardware.md)."""
         trained = self.trained_hardware()
@@ -261,6 +299,10 @@ class Predictor:
             predicted = carry(predicted, ratio, targets, device_of(self.setting),
                               core_ratio(trained, self.hardware, ranks))
         carried_note = self._carried_note()
+        memory = self._simulated_memory(graphs)
+        if memory is not None:  # the simulated peak replaces the network's, and is never clipped
+            predicted[:, targets.index(MEMORY_TARGET)] = memory["sampled_mb"]
+            memory_mb = None
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
         if carried_note:
             notes = [list(n) + [carried_note] for n in notes]
@@ -275,6 +317,9 @@ class Predictor:
                 j = targets.index(m)
                 lows[:, j] = np.maximum(lows[:, j], floor)
                 highs[:, j] = np.maximum(highs[:, j], lows[:, j])
+            if memory is not None:
+                j = targets.index(MEMORY_TARGET)
+                lows[:, j], highs[:, j] = values[:, j] * (1 - memory["rel"]), values[:, j] * (1 + memory["rel"])
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
         batch_sizes = [(getattr(g, "summary", None) or {}).get("batch_size") for g in graphs]
@@ -290,6 +335,7 @@ class Predictor:
                 nominal_coverage=self.intervals.coverage if self.intervals is not None else None,
                 notes=notes[i], batch_size=batch_sizes[i], resident=self.resident,
                 hardware=self.hardware_record(),
+                memory=None if memory is None else memory["records"][i],
                 calibration=None if self.unseen is None else (UNSEEN if unseen[i] else SEEN)))
         return out
 
@@ -402,6 +448,9 @@ def resize_batch(batch, batch_size: int, device=None):
         return obj
 
     return fix(batch)
+
+
+MEMORY_TARGET = "memory_burst_amount"
 
 
 def _ranks(setting: str) -> int:

@@ -134,6 +134,10 @@ class ResourceProfile:
             training families, ``"unseen family"`` when it was not (a user's model): then the
             prediction and its intervals use the calibration measured on held-out families
             (:mod:`driple.predict.unseen`). None when the inspector has no such calibration.
+        memory: The simulated memory of the step (:mod:`driple.graph.memory`), when the
+            memory amount comes from the simulator: ``peak_mb`` (all of a step's peak, transients
+            included), ``breakdown_mb``, ``slot_mb`` (a worker's share of the machine's memory),
+            ``fits`` and ``exceeds_by_mb``; or None.
         hardware: The machine the profile describes: ``{"described": "trained" | "this host" |
             a spec file, "spec": HardwareSpec dict}`` (:mod:`driple.hardware`), or None.
     """
@@ -149,6 +153,7 @@ class ResourceProfile:
     resident: dict | None = None
     calibration: str | None = None
     hardware: dict | None = None
+    memory: dict | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -306,7 +311,7 @@ class ResourceProfile:
         nominal_coverage, calibration ("seen family", "unseen family" or null), idle_levels
         (overrides or null), resident (or null), notes (list of str), resources,
         batch_size (or null), workers (or null), throughput, hardware`` (the machine the profile
-        describes, or null) where ``resources[res]`` holds
+        describes, or null), ``memory`` (the simulated peak, breakdown and fit, or null) where ``resources[res]`` holds
         ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
         idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
         or null (no step time or batch size). :meth:`from_dict` reads it back (derived keys
@@ -340,6 +345,7 @@ class ResourceProfile:
             "batch_size": self.batch_size,
             "workers": self.workers,
             "hardware": self.hardware,
+            "memory": self.memory,
             "throughput": None if self.throughput is None else {
                 "samples_per_s": self.throughput,
                 "interval": None if self.throughput_interval is None else list(self.throughput_interval)},
@@ -368,6 +374,7 @@ class ResourceProfile:
             notes=list(d.get("notes") or []),
             batch_size=d.get("batch_size"),
             hardware=d.get("hardware"),
+            memory=d.get("memory"),
         )
 
     # ----- expected series -----

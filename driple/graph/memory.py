@@ -1,0 +1,220 @@
+"""Simulate the memory a training step holds, op by op, over its traced graph: no learning.
+
+The trace (:mod:`driple.graph.trace`) knows every tensor a step makes, its size, and the ops
+that read it. Walking the ops in execution order:
+
+- an op's output is a new storage of its bytes, unless its schema returns an alias of an input
+  (views, in-place ops: ``Tensor(a)`` / ``Tensor(a!)``), which shares the input's storage; an op
+  returning several tensors allocates each at its ``getitem``;
+- a storage is freed after the last op that reads any tensor on it (liveness), unless the step
+  returns it (the loss, the gradients) or it is an input (parameters, buffers, the batch);
+- parameters, buffers, the batch and the optimizer's state (traced once per kind of parameter
+  and scaled to each parameter: SGD's momentum, Adam's two moments) are held all step long;
+  the gradients from the moment they are made to the end of the update;
+- the distributed strategy adds its own buffers: DDP's gradient buckets (a copy of every
+  gradient, held all step); a parameter-server worker holds no optimizer state (its server
+  steps) but receives a copy of the parameters after its backward pass.
+
+The peak is the largest total over the step, with its breakdown. ``sampled=True`` gives the
+peak the collector's memory label sees instead: a rank reads its allocated bytes at module
+boundaries of the forward pass and after each gradient is accumulated (plus iteration marks),
+so a transient inside the backward pass between two gradients, or inside the optimizer's
+update, is not seen. On a CPU host the label (glibc's in-use bytes) also counts the runtime's
+own heap, a level the evaluation fits once on training jobs (:func:`fit_offset`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PARTS = ("parameters", "gradients", "optimizer_state", "activations", "communication", "batch")
+
+
+@dataclass
+class MemoryEstimate:
+    """Peak bytes of a step and what they hold at the peak (``breakdown``, bytes per part of
+    :data:`PARTS`); ``phase`` says when the peak falls (``forward/backward`` or ``update``)."""
+
+    peak_bytes: int
+    breakdown: dict = field(default_factory=dict)
+    phase: str = ""
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_bytes / 1e6
+
+    def to_dict(self) -> dict:
+        return {"peak_mb": self.peak_mb, "phase": self.phase,
+                "breakdown_mb": {k: v / 1e6 for k, v in self.breakdown.items()}}
+
+
+def _aliases_input(node) -> bool:
+    """The op's (first) output shares an input's storage: a view or an in-place op."""
+    schema = getattr(getattr(node, "target", None), "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    return schema.returns[0].alias_info is not None
+
+
+def _returns_several(node) -> bool:
+    schema = getattr(getattr(node, "target", None), "_schema", None)
+    if schema is None:
+        return False
+    returns = schema.returns
+    return len(returns) > 1 or (len(returns) == 1 and str(returns[0].type).endswith("[]"))
+
+
+def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, dict]:
+    """Live bytes after each op of ``graph`` of the storages its ops allocate (inputs in
+    ``persistent_nodes`` count elsewhere), and ``{node: bytes}`` of the storages made by
+    ``kept_nodes`` (held to the end, not freed at their last use)."""
+    import operator
+
+    nodes = list(graph.nodes)
+    storage: dict = {}  # node -> storage id
+    size: dict = {}  # storage id -> bytes
+    parent_several = set()
+    for node in nodes:
+        if node.op == "placeholder":
+            storage[node] = ("input", id(node))
+            continue
+        ins = list(node.all_input_nodes)
+        if node.target is operator.getitem and ins and ins[0] in parent_several:
+            parent = ins[0]
+            if _aliases_input(parent) and parent.all_input_nodes:
+                storage[node] = storage.get(parent.all_input_nodes[0], ("input", id(parent)))
+            else:
+                storage[node] = ("own", id(node))
+                size[storage[node]] = int(node.out_bytes)
+            continue
+        if _returns_several(node):
+            parent_several.add(node)
+            storage[node] = ("none", id(node))
+            continue
+        if _aliases_input(node) and ins:
+            storage[node] = storage.get(ins[0], ("input", id(ins[0])))
+            continue
+        storage[node] = ("own", id(node))
+        size[storage[node]] = int(node.out_bytes)
+    last_use: dict = {}
+    for i, node in enumerate(nodes):
+        for src in node.all_input_nodes:
+            last_use[storage.get(src)] = i
+    kept = {storage[n] for n in kept_nodes if n is not None and n in storage}
+    made_at = {}
+    for i, node in enumerate(nodes):
+        s = storage[node]
+        if s[0] == "own" and s not in made_at:
+            made_at[s] = i
+    delta = np.zeros(len(nodes) + 1)
+    for s, i in made_at.items():
+        delta[i] += size[s]
+        if s not in kept:
+            end = max(last_use.get(s, i), i)
+            delta[end + 1] -= size[s]
+    live = np.cumsum(delta)[: len(nodes)]
+    return live, {n: size.get(storage[n], 0) for n in kept_nodes if n is not None and n in storage}
+
+
+def simulate(traced, strategy: str = "ddp", sampled: bool = False) -> MemoryEstimate:
+    """The peak of one training step of ``traced`` (:class:`~driple.graph.trace.TracedStep`) for
+    one worker of ``strategy`` (``ddp``, ``ps``, or ``none`` for a single process); with
+    ``sampled``, the peak at the points the collector samples (module docstring)."""
+    graph = traced.graph_module
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    params = int(sum(traced.param_bytes))
+    param_set = set(traced.param_nodes)
+    batch = int(sum(n.out_bytes for n in placeholders[:2]))
+    other_inputs = int(sum(n.out_bytes for n in placeholders[2:] if n not in param_set))  # frozen, buffers
+    grads = [g for g in traced.grad_nodes if g is not None]
+    live, kept = transient_profile(graph, placeholders, [traced.loss_node, *grads])
+    grad_bytes = int(sum(kept.get(g, 0) for g in grads))
+    state, update_peak = _optimizer(traced)
+    comm, comm_after_backward = 0, 0
+    if strategy == "ddp":  # the reducer's buckets: a copy of every gradient, held all step
+        comm = grad_bytes
+    elif strategy == "ps":  # the server steps the optimizer; the worker gets the parameters back
+        state, update_peak, comm_after_backward = 0, 0, params
+    held = params + other_inputs + state + batch + comm
+    if sampled and len(live):
+        position = {n: i for i, n in enumerate(graph.nodes)}
+        points = [position[n] for n in [traced.loss_node, *grads] if n in position]
+        live = live[points] if points else live
+        update_peak = 0
+    fb_peak = int(live.max()) if len(live) else 0
+    update_total = grad_bytes + update_peak + comm_after_backward
+    if fb_peak >= update_total:
+        # at the forward/backward peak: the gradients made so far are part of the live bytes
+        phase, transient = "forward/backward", fb_peak
+        grads_at_peak = _grads_at_peak(graph, live, kept, grads) if not sampled else min(grad_bytes, fb_peak)
+    else:
+        phase, transient, grads_at_peak = "update", update_total, grad_bytes
+    after = comm_after_backward if phase == "update" else 0
+    breakdown = {"parameters": params + other_inputs, "gradients": grads_at_peak, "optimizer_state": state,
+                 "activations": transient - grads_at_peak - after, "communication": comm + after, "batch": batch}
+    return MemoryEstimate(int(held + transient), breakdown, phase)
+
+
+def _grads_at_peak(graph, live, kept, grads) -> int:
+    nodes = list(graph.nodes)
+    at = int(np.argmax(live))
+    position = {n: i for i, n in enumerate(nodes)}
+    return int(sum(kept.get(g, 0) for g in grads if position.get(g, len(nodes)) <= at))
+
+
+def _optimizer(traced) -> tuple[int, int]:
+    """``(state bytes, largest transient bytes of one parameter's update)`` of the optimizer,
+    from its per-kind template scaled to each parameter."""
+    t = traced.update
+    if t is None:
+        return 0, 0
+    placeholders = [n for n in t.graph_module.nodes if n.op == "placeholder"]
+    n_reps = len(t.param_nodes)
+    state_nodes = placeholders[2 * n_reps:]
+    # state tensors in template order, each representative's in turn (as traced); a scalar (Adam's
+    # step) is one per parameter, a tensor scales with the parameter's elements
+    per_rep_state, per_rep_scalar = np.zeros(n_reps), np.zeros(n_reps)
+    per = len(state_nodes) // n_reps if n_reps and len(state_nodes) % n_reps == 0 else 0
+    for r in range(n_reps if per else 0):
+        for n in state_nodes[r * per:(r + 1) * per]:
+            if n.out_numel <= 1:
+                per_rep_scalar[r] += n.out_bytes
+            else:
+                per_rep_state[r] += n.out_bytes
+    live, _ = transient_profile(t.graph_module, placeholders, [])
+    # the template updates each kind's largest parameter in turn (torch's per-parameter loop on a
+    # CPU), so its peak is the largest one-parameter transient
+    biggest = float(live.max()) if len(live) else 0.0
+    state = 0.0
+    for i, r in enumerate(t.rep_of):
+        if r is None:
+            continue
+        numel = float(np.prod(traced.param_shapes[i])) if traced.param_shapes[i] else 1.0
+        state += per_rep_state[r] * numel / max(t.rep_numel[r], 1) + per_rep_scalar[r]
+    return int(state), int(biggest)
+
+
+def simulate_job(model: str, batch_size: int, optimizer: str = "sgd", strategy: str = "ddp",
+                 sampled: bool = False, **knobs) -> MemoryEstimate:
+    """:func:`simulate` for a zoo model or a user factory, traced on the meta device."""
+    from driple.graph.trace import trace_training_step
+    from driple.zoo.workload import example_batch, load_workload
+
+    wl = load_workload(model, batch_size, knobs, shapes_only=True)
+    traced = trace_training_step(wl.model, example_batch(wl, batch_size), wl.loss_fn, optimizer)
+    return simulate(traced, strategy, sampled=sampled)
+
+
+def fit_offset(simulated_mb, measured_mb) -> tuple[float, float]:
+    """``(offset MB, scale)`` with measured ≈ offset + scale × simulated, on the relative error
+    (the runtime's own heap is a level; the allocator's rounding a share)."""
+    from scipy.optimize import least_squares
+
+    s, m = np.asarray(simulated_mb, dtype=np.float64), np.asarray(measured_mb, dtype=np.float64)
+    ok = np.isfinite(s) & np.isfinite(m) & (m > 0)
+    if not ok.any():
+        return 0.0, 1.0
+    res = least_squares(lambda p: (p[0] + p[1] * s[ok]) / m[ok] - 1.0, x0=[100.0, 1.0],
+                        bounds=([0.0, 0.5], [np.inf, 2.0]))
+    return float(res.x[0]), float(res.x[1])

@@ -1,0 +1,54 @@
+"""Fit the memory simulator to each shipped setting and measure it (leave one family out,
+out-of-zoo sets); ``--write`` puts the fit into the registry entries (``memory``) and the
+figures into ``trained_models/evaluation/memory.json``.
+
+    python scripts/fit_memory.py            # print only
+    python scripts/fit_memory.py --write    # the shipped files it came from
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_OF_ZOO = {"cpu-ddp-w2-lo": ["datasets/out-of-zoo"],
+              "cpu-ps-p1w2-1g": ["datasets/v2-intel/out-of-zoo-cpu-ps-p1w2-1g"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="write the registry entries and the evaluation file")
+    ap.add_argument("--datasets", default="datasets")
+    args = ap.parse_args(argv)
+    from driple.collect.provenance import script_stamp
+    from driple.evaluation.memory import fit_setting
+    from driple.predict.registry import list_settings, load_registry, models_dir
+
+    records = {}
+    for entry in list_settings():
+        s = entry["setting"]
+        ooz = OUT_OF_ZOO.get(s, [])  # relative to the checkout: run from its root
+        records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True)
+        r = records[s]
+        print(f"{s}: offset {r['offset_mb']:.1f} MB, scale {r['scale']:.3f}; held-out families MAPE "
+              f"{r['lofo_mape']:.2f} % (median {r['lofo_median']:.2f} %), 90 % of errors within "
+              f"{100 * r['interval_rel']:.1f} %" + "".join(
+                  f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
+    if args.write:
+        root = models_dir()
+        reg = load_registry(root)
+        for e in reg["inspectors"]:
+            if e["setting"] in records:
+                e["memory"] = {k: v for k, v in records[e["setting"]].items() if k in (
+                    "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")}
+        (root / "registry.json").write_text(json.dumps(reg, indent=2) + "\n")
+        (root / "evaluation" / "memory.json").write_text(json.dumps(
+            {"section": "memory", **script_stamp("fit_memory.py"), "settings": records}, indent=2) + "\n")
+        print(f"wrote {root / 'registry.json'} and {root / 'evaluation' / 'memory.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

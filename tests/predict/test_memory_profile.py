@@ -1,0 +1,41 @@
+"""Memory as a first-class answer: the simulated peak in the profile, never clipped, with whether
+the job fits in a worker's slot; colocate refuses a job that fits nowhere."""
+import json
+from pathlib import Path
+
+import pytest
+
+from driple.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shipped(monkeypatch):
+    monkeypatch.setenv("DRIPLE_MODELS", str(ROOT / "trained_models"))
+
+
+def test_a_tiny_job_fits_and_a_huge_one_is_reported_as_it_is(shipped, capsys):
+    assert main(["predict", "mlp", "--batch-size", "8", "--json"]) == 0
+    small = json.loads(capsys.readouterr().out)
+    assert small["memory"]["fits"] is True and small["memory"]["source"] == "simulated"
+    assert small["metrics"]["memory_burst_amount"] == pytest.approx(small["memory"]["peak_mb"], rel=0.2)
+    assert main(["predict", "resnet50", "--batch-size", "100000", "--json"]) == 0
+    huge = json.loads(capsys.readouterr().out)
+    m = huge["memory"]
+    assert m["fits"] is False and m["peak_mb"] > 1e6 and m["exceeds_by_mb"] == pytest.approx(m["peak_mb"] - m["slot_mb"])
+    assert huge["metrics"]["memory_burst_amount"] > 1e6  # not clipped at the host's memory
+    assert not any("clipped" in n and "memory_burst_amount" in n for n in huge["notes"])
+
+
+def test_memory_breakdown_in_words(shipped, capsys):
+    assert main(["predict", "mlp", "--batch-size", "8", "--memory"]) == 0
+    out = capsys.readouterr().out
+    assert "memory (simulated): peak" in out and "optimizer state" in out and "runtime" in out
+
+
+def test_colocate_says_a_job_that_fits_nowhere_cannot_run(shipped, capsys):
+    assert main(["colocate", "mlp,bs=8", "resnet50,bs=100000", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    text = json.dumps(report)
+    assert "cannot run" in text and "resnet50" in text
