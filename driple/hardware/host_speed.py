@@ -83,7 +83,8 @@ class HostSpeed:
             raise DripleError(f"host figures {record} are incomplete ({exc})") from None
 
 
-def _best_seconds(fn, repeats: int) -> float:
+def best_seconds(fn, repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls, after one untimed warm-up call."""
     fn()  # warm-up: first-touch page faults, kernel selection
     best = float("inf")
     for _ in range(repeats):
@@ -121,10 +122,10 @@ def measure_host_speed(repeats: int = 10, matmul_size: int = MATMUL_SIZE,
         a = torch.randn(matmul_size, matmul_size)
         b = torch.randn(matmul_size, matmul_size)
         out = torch.empty(matmul_size, matmul_size)
-        t_mm = _best_seconds(lambda: torch.mm(a, b, out=out), repeats)
+        t_mm = best_seconds(lambda: torch.mm(a, b, out=out), repeats)
         src = torch.ones(copy_bytes // 4)
         dst = torch.empty_like(src)
-        t_copy = _best_seconds(lambda: dst.copy_(src), repeats)
+        t_copy = best_seconds(lambda: dst.copy_(src), repeats)
     finally:
         torch.set_num_threads(threads)
     return HostSpeed(

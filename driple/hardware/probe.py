@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from driple.hardware.host_speed import COPY_BYTES, MATMUL_SIZE, LOOPBACK_BYTES_PER_S, cpu_model
+from driple.hardware.host_speed import COPY_BYTES, LOOPBACK_BYTES_PER_S, MATMUL_SIZE, best_seconds, cpu_model
 from driple.hardware.spec import GpuSpec, HardwareSpec
 
 DTYPES = ("float32", "float64", "bfloat16")
@@ -38,17 +38,6 @@ SM_FLOPS_PER_CLOCK = {
     "8.9": {"float32": 256, "float64": 4, "bfloat16": 1024},    # AD10x, L4/L40
     "9.0": {"float32": 256, "float64": 128, "bfloat16": 4096},  # H100, H200
 }
-
-
-def best_seconds(fn, repeats: int) -> float:
-    """The fastest of ``repeats`` timed calls, after one untimed warm-up call."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def matmul_rates(threads: int = 1, size: int = MATMUL_SIZE, repeats: int = 5,
