@@ -73,13 +73,22 @@ def floors(low: Optional[Sequence[float]] = None) -> dict:
             if t.raise_to_training_min and np.isfinite(low[j])}
 
 
+EXTRAPOLATED, CLIPPED, RAISED, SCALED = ("extrapolated", "clipped", "raised to the training minimum",
+                                         "scaled to the step time")
+
+
 def bound(values: np.ndarray, setting: Optional[str], low=None, high=None,
-          host_memory_mb: Optional[float] = None) -> tuple[np.ndarray, list]:
+          host_memory_mb: Optional[float] = None, flags: Optional[list] = None) -> tuple[np.ndarray, list]:
     """Clip ``values`` (``[n, targets]``, declared order) to ``[0, cap]``; return them with one
     list of plain-text notes per row (what was clipped, what lies outside the training range).
-    ``host_memory_mb``: the cap of a memory amount in MB (labels v2)."""
+    ``host_memory_mb``: the cap of a memory amount in MB (labels v2). ``flags``: a list to fill
+    with one ``{target: [flag, ...]}`` per row (:data:`EXTRAPOLATED`, :data:`CLIPPED`,
+    :data:`RAISED`), what a profile's JSON says per target."""
     values = np.array(values, dtype=np.float64, copy=True)
     notes: list[list[str]] = [[] for _ in range(len(values))]
+    marks: list[dict] = [{} for _ in range(len(values))]
+    if flags is not None:
+        flags[:] = marks
     upper = _caps(setting, high, host_memory_mb) if setting else {}
     declared = targets()
     known = [low is not None and high is not None and np.isfinite(low[j]) and np.isfinite(high[j])
@@ -92,10 +101,44 @@ def bound(values: np.ndarray, setting: Optional[str], low=None, high=None,
                 shown = f" (shown as {format_number(low[j])})" if floor else (" (shown as 0)" if v < 0 else "")
                 notes[i].append(f"{m} {format_number(v)}{shown} lies outside the training jobs' range "
                                 f"[{format_number(low[j])}, {format_number(high[j])}]: an extrapolation")
+                marks[i].setdefault(m, []).append(EXTRAPOLATED)
             if m in upper and v > upper[m][0]:
                 notes[i].append(f"{m} {format_number(v)} clipped to {format_number(upper[m][0])}: {upper[m][1]}")
                 row[j] = upper[m][0]
+                marks[i].setdefault(m, []).append(CLIPPED)
             if floor:
                 row[j] = low[j]  # no measured phase was shorter (one sample is 10 ms at 100 Hz)
+                marks[i].setdefault(m, []).append(RAISED)
         np.clip(row, 0.0, None, out=row)
     return values, notes
+
+
+def hold_together(values: np.ndarray, notes: list, flags: list, tolerance: float = 0.02) -> np.ndarray:
+    """Each resource's burst and idle durations scaled down together where their cycle is longer
+    than the step time: the labels are per iteration (a mean burst and a mean gap within one
+    step), so a cycle cannot last longer than a step. Durations raised to the training minimum
+    are what makes a short job's cycle too long; the step time, a whole-iteration figure, is
+    the one kept. Says so in ``notes`` and ``flags`` (:data:`SCALED`)."""
+    from driple.metrics import STEP_TIME, resource_names
+
+    names = [t.name for t in targets()]
+    if STEP_TIME.name not in names:
+        return values
+    s = names.index(STEP_TIME.name)
+    values = np.array(values, dtype=np.float64, copy=True)
+    for i, row in enumerate(values):
+        step = row[s]
+        if not np.isfinite(step) or step <= 0:
+            continue
+        for r in resource_names():
+            b, d = names.index(f"{r}_burst_duration"), names.index(f"{r}_idle_duration")
+            cycle = row[b] + row[d]
+            if cycle > step * (1 + tolerance):
+                factor = step / cycle
+                notes[i].append(f"{r} burst and idle ({format_number(cycle)} s a cycle) scaled by "
+                                f"{factor:.2f} to the {format_number(step)} s step: one cycle lasts a step at most")
+                row[b] *= factor
+                row[d] *= factor
+                for m in (names[b], names[d]):
+                    flags[i].setdefault(m, []).append(SCALED)
+    return values

@@ -274,7 +274,7 @@ class Predictor:
         graphs = list(graphs)
         if not graphs:
             return []
-        from driple.predict.bounds import bound, caps, floors
+        from driple.predict.bounds import SCALED, bound, caps, floors, hold_together
 
         ts = self.inspector.target_scaler
         targets = list(self.inspector.targets)  # the declared ones: a checkpoint must match them
@@ -303,7 +303,9 @@ class Predictor:
         if memory is not None:  # the simulated peak replaces the network's, and is never clipped
             predicted[:, targets.index(MEMORY_TARGET)] = memory["sampled_mb"]
             memory_mb = None
-        values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb)
+        flags: list = []
+        values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb, flags=flags)
+        values = hold_together(values, notes, flags)
         if carried_note:
             notes = [list(n) + [carried_note] for n in notes]
         lows = highs = None
@@ -313,9 +315,10 @@ class Predictor:
                 lows[unseen], highs[unseen] = self.unseen.intervals.interval(values[unseen])
             for m, cap in caps(self.setting, ts.high_, memory_mb).items():
                 highs[:, targets.index(m)] = np.minimum(highs[:, targets.index(m)], cap)
-            for m, floor in floors(ts.low_).items():  # no interval below the shortest measured
-                j = targets.index(m)
-                lows[:, j] = np.maximum(lows[:, j], floor)
+            for m, floor in floors(ts.low_).items():  # no interval below the shortest measured,
+                j = targets.index(m)                   # unless the cycle was scaled to the step
+                keep = np.array([SCALED not in (f.get(m) or ()) for f in flags], dtype=bool)
+                lows[keep, j] = np.maximum(lows[keep, j], floor)
                 highs[:, j] = np.maximum(highs[:, j], lows[:, j])
             if memory is not None:
                 j = targets.index(MEMORY_TARGET)
@@ -336,6 +339,7 @@ class Predictor:
                 notes=notes[i], batch_size=batch_sizes[i], resident=self.resident,
                 hardware=self.hardware_record(),
                 memory=None if memory is None else memory["records"][i],
+                flags=flags[i] or None,
                 calibration=None if self.unseen is None else (UNSEEN if unseen[i] else SEEN)))
         return out
 

@@ -138,6 +138,10 @@ class ResourceProfile:
             memory amount comes from the simulator: ``peak_mb`` (all of a step's peak, transients
             included), ``breakdown_mb``, ``slot_mb`` (a worker's share of the machine's memory),
             ``fits`` and ``exceeds_by_mb``; or None.
+        flags: ``{target: [flag, ...]}`` for each number that is not the model's own output:
+            ``extrapolated`` (outside the training jobs' range), ``clipped`` (to a physical
+            bound), ``raised to the training minimum``, ``scaled to the step time`` (a cycle
+            longer than a step); None when there is none (:mod:`driple.predict.bounds`).
         hardware: The machine the profile describes: ``{"described": "trained" | "this host" |
             a spec file, "spec": HardwareSpec dict}`` (:mod:`driple.hardware`), or None.
     """
@@ -154,6 +158,7 @@ class ResourceProfile:
     calibration: str | None = None
     hardware: dict | None = None
     memory: dict | None = None
+    flags: dict | None = None
 
     def __post_init__(self) -> None:
         names = target_names()
@@ -311,7 +316,8 @@ class ResourceProfile:
         nominal_coverage, calibration ("seen family", "unseen family" or null), idle_levels
         (overrides or null), resident (or null), notes (list of str), resources,
         batch_size (or null), workers (or null), throughput, hardware`` (the machine the profile
-        describes, or null), ``memory`` (the simulated peak, breakdown and fit, or null) where ``resources[res]`` holds
+        describes, or null), ``memory`` (the simulated peak, breakdown and fit, or null), ``flags``
+        (per target, why a number is not the model's own: or null) where ``resources[res]`` holds
         ``duty_cycle, period_s, mean_load, burst_amount, burst_duration_s, idle_duration_s,
         idle_level`` and ``throughput`` is ``{"samples_per_s", "interval" ([low, high] or null)}``
         or null (no step time or batch size). :meth:`from_dict` reads it back (derived keys
@@ -346,6 +352,7 @@ class ResourceProfile:
             "workers": self.workers,
             "hardware": self.hardware,
             "memory": self.memory,
+            "flags": self.flags,
             "throughput": None if self.throughput is None else {
                 "samples_per_s": self.throughput,
                 "interval": None if self.throughput_interval is None else list(self.throughput_interval)},
@@ -375,6 +382,7 @@ class ResourceProfile:
             batch_size=d.get("batch_size"),
             hardware=d.get("hardware"),
             memory=d.get("memory"),
+            flags=d.get("flags"),
         )
 
     # ----- expected series -----

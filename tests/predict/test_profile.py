@@ -125,7 +125,7 @@ def test_to_dict_schema_and_round_trip():
     p = make(intervals={"tx_burst_amount": (350.0, 450.0)}, nominal_coverage=0.9)
     d = json.loads(json.dumps(p.to_dict()))  # JSON-able
     assert set(d) == {"schema", "setting", "model", "metrics", "units", "intervals", "nominal_coverage", "calibration",
-                      "idle_levels", "resident", "notes", "resources", "batch_size", "workers", "throughput", "hardware", "memory"}
+                      "idle_levels", "resident", "notes", "resources", "batch_size", "workers", "throughput", "hardware", "memory", "flags"}
     assert d["schema"] == "driple-profile/2" and d["throughput"] is None  # no batch size: no throughput
     assert list(d["metrics"]) == list(target_names())
     assert d["units"]["tx_burst_amount"] == "MB/s" and d["units"]["tx_idle_duration"] == "s"
