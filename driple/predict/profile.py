@@ -497,12 +497,14 @@ def plot_profile(profile: ResourceProfile, path, seconds: float = 2.0, hz: float
         r = decl.name
         s = profile.shape(r)
         ax.plot(t, series[r], drawstyle="steps-post", color="C0", lw=1.2)
-        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {format_amount(s.mean_load, decl.unit)}")
+        amount = decl.amount  # the burst amount's unit (memory: MB in labels v2, not % of host)
+        ax.axhline(s.mean_load, color="C1", ls="--", lw=1, label=f"mean {format_amount(s.mean_load, amount)}")
         iv = (profile.intervals or {}).get(f"{r}_burst_amount")
         if iv is not None:
             cov = f"{format_percent(profile.nominal_coverage)} " if profile.nominal_coverage else ""
             ax.axhspan(iv[0], iv[1], color="C0", alpha=0.12, lw=0, label=f"burst amount {cov}interval")
-        ax.set_ylabel(decl.axis_label.get(profile.device, f"{decl.short} ({decl.unit})"))
+        ax.set_ylabel(decl.axis_label.get(profile.device, f"{decl.short} ({decl.unit})") if amount == decl.unit
+                      else f"{decl.short} ({amount})")
         top = max(s.burst_amount, iv[1] if iv is not None else 0.0)
         ax.set_ylim(bottom=min(0.0, float(np.min(series[r]))), top=top * 1.4 if top > 0 else 1.0)
         ax.legend(loc="upper right", fontsize=8, ncol=2, framealpha=0.9)
