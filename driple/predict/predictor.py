@@ -123,16 +123,20 @@ class Predictor:
         capacity = self.slot_memory_mb()
         records = []
         for s in summaries:
-            peak = offset + scale * float(s["memory_peak_mb"])
+            heap = float(s.get("library_heap_mb") or 0.0)
+            peak = offset + heap + scale * float(s["memory_peak_mb"])
             parts = {k: scale * float(v) for k, v in (s.get("memory_breakdown_mb") or {}).items()}
             parts["runtime"] = offset
+            if heap:
+                parts["libraries"] = heap
             record = {"source": "simulated", "peak_mb": peak, "phase": s.get("memory_phase"),
                       "breakdown_mb": parts, "slot_mb": capacity}
             if capacity:
                 record["fits"] = bool(peak <= capacity)
                 record["exceeds_by_mb"] = max(0.0, peak - capacity)
             records.append(record)
-        sampled = np.array([offset + scale * float(s["memory_sampled_mb"]) for s in summaries])
+        sampled = np.array([offset + float(s.get("library_heap_mb") or 0.0) + scale * float(s["memory_sampled_mb"])
+                            for s in summaries])
         return {"sampled_mb": sampled, "rel": float(fit.get("interval_rel", 0.05)), "records": records}
 
     def slot_memory_mb(self) -> Optional[float]:
@@ -211,12 +215,14 @@ class Predictor:
     # ------------------------------------------------------------------ predictions
     def predict(self, model, example_batch, loss_fn=None, optimizer: Any = "sgd",
                 batch_size: Optional[int] = None, name: Optional[str] = None,
-                family: Optional[str] = None):
+                family: Optional[str] = None, library_heap_mb: float = 0.0):
         """:class:`~driple.predict.profile.ResourceProfile` of training ``model`` on batches
         like ``example_batch`` (inputs, or ``(inputs, targets)``); ``batch_size`` resizes the
         example batch along its first dimension, as shapes only (nothing is allocated).
         ``family``: the model's zoo family if it is one (default ``"user"``: a model of no family
-        the inspector trained on, predicted with its unseen-family calibration)."""
+        the inspector trained on, predicted with its unseen-family calibration).
+        ``library_heap_mb``: the heap the model's own code adds to a worker (its libraries), which
+        the memory simulation adds to the runtime's (:func:`driple.graph.memory.library_heap_mb`)."""
         from driple.predict.unseen import USER_FAMILY
 
         if batch_size is not None:
@@ -224,6 +230,7 @@ class Predictor:
         t0 = time.perf_counter()
         graph = self.build_graph(model, example_batch, loss_fn, optimizer)
         graph.summary["family"] = family or USER_FAMILY
+        graph.summary["library_heap_mb"] = float(library_heap_mb)
         t1 = time.perf_counter()
         label = name or type(model).__name__
         bs = batch_size or _batch_len(example_batch)
@@ -254,10 +261,15 @@ class Predictor:
         bs = batch_size or _batch_len(batch)
         label = getattr(workload, "name", None) or model
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
+        heap = 0.0
+        if self.entry.get("memory"):  # a user's factory: the heap its libraries add (a subprocess)
+            from driple.graph.memory import library_heap_mb
+
+            heap = library_heap_mb(model, bs or 1, knobs or {})
         try:
             return self.predict(workload.model, batch, loss_fn=workload.loss_fn,
                                 optimizer=optimizer, family=getattr(workload, "family", None),
-                                name=f"{label}[{knob_text}]" if knob_text else label)
+                                name=f"{label}[{knob_text}]" if knob_text else label, library_heap_mb=heap)
         except DripleError as err:
             raise DripleError(f"{model} (batch size {bs}): {err}") from None
 

@@ -76,3 +76,16 @@ def test_fit_offset_recovers_a_level_and_a_share_on_noisy_data():
     measured = (118.0 + 1.01 * sim) * rng.lognormal(0, 0.01, 200)
     offset, scale = fit_offset(sim, measured)
     assert offset == pytest.approx(118.0, rel=0.05) and scale == pytest.approx(1.01, rel=0.01)
+
+
+def test_a_users_libraries_add_their_heap_and_a_zoo_model_none():
+    """Hugging Face transformers adds tens of MB to a worker that imports it: the trace cannot see
+    them, a fresh interpreter measures them (the user's named factory, nothing else)."""
+    from pathlib import Path
+
+    from driple.graph.memory import library_heap_mb
+
+    pytest.importorskip("transformers")
+    factory = f"{Path(__file__).resolve().parents[1] / 'cli' / 'conftest.py'}:hf_gpt2"
+    assert library_heap_mb("resnet", 4) == 0.0
+    assert 5.0 < library_heap_mb(factory, 4) < 500.0

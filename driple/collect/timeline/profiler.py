@@ -132,7 +132,7 @@ class ProfiledWindow:
         if self.cuda:
             self.base = int(torch.cuda.memory_allocated())
         else:  # the CPU allocator keeps no statistics: the process's malloc in-use bytes
-            from driple.collect.timeline.recorder import allocated_bytes_reader
+            from driple.hardware.allocator import allocated_bytes_reader
 
             reader, _ = allocated_bytes_reader("cpu")
             self.base = reader() if reader is not None else 0
