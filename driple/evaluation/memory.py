@@ -2,36 +2,22 @@
 families, the held-out family predicted (leave one family out), per family and overall."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from driple.errors import DripleError
 
 
-def simulated_peaks(frame, progress: bool = False, sampled: bool = True) -> np.ndarray:
-    """Simulated peak MB of each row of a results table (``nan`` where a job cannot be traced)."""
+def simulated_peaks(frame, progress: bool = False) -> np.ndarray:
+    """Simulated peak MB (at the collector's sample points) of each row of a results table
+    (``nan`` where a job cannot be traced)."""
     from tqdm import tqdm
 
-    from driple.graph.memory import simulate_job
-    from driple.inspector.dataset import job_config
-    from driple.settings import parse_setting
+    from driple.inspector.memory_estimator import simulated_peak
 
-    out = np.full(len(frame), np.nan)
     cache: dict = {}
     rows = frame.to_dict("records")
-    for i, row in enumerate(tqdm(rows, disable=not progress, unit="job", desc="simulating")):
-        c = job_config(row)
-        key = json.dumps(c, sort_keys=True)
-        if key not in cache:
-            strategy = parse_setting(c["setting"]).strategy
-            try:
-                cache[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"], strategy,
-                                          sampled=sampled, **c["knobs"]).peak_mb
-            except DripleError:
-                cache[key] = np.nan
-        out[i] = cache[key]
-    return out
+    return np.array([simulated_peak(r, cache) for r in tqdm(rows, disable=not progress, unit="job", desc="simulating")],
+                    dtype=np.float64)
 
 
 def leave_family_out(frame, simulated: np.ndarray, target: str = "memory_burst_amount") -> dict:

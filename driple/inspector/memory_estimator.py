@@ -18,6 +18,25 @@ from driple.inspector.estimators import Estimator, positions
 TARGET = "memory_burst_amount"
 
 
+def simulated_peak(row: dict, cache: dict) -> float:
+    """The simulated peak (MB, at the collector's sample points) of a results row's job; NaN when
+    it cannot be traced. ``cache`` keeps one answer per job configuration."""
+    from driple.errors import DripleError
+    from driple.graph.memory import simulate_job
+    from driple.inspector.dataset import job_config
+    from driple.settings import parse_setting
+
+    c = job_config(row)
+    key = json.dumps(c, sort_keys=True)
+    if key not in cache:
+        try:
+            cache[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"],
+                                      parse_setting(c["setting"]).strategy, sampled=True, **c["knobs"]).peak_mb
+        except DripleError:
+            cache[key] = float("nan")
+    return cache[key]
+
+
 class MemoryEstimator(Estimator):
     name = "memory-sim"
 
@@ -26,25 +45,8 @@ class MemoryEstimator(Estimator):
         self._peaks: dict = {}
 
     def _simulated(self, dataset, idx: Sequence[int]) -> np.ndarray:
-        from driple.errors import DripleError
-        from driple.graph.memory import simulate_job
-        from driple.inspector.dataset import job_config
-        from driple.settings import parse_setting
-
         rows = dataset.frame.to_dict("records")
-        out = np.full(len(idx), np.nan)
-        for k, i in enumerate(idx):
-            c = job_config(rows[i])
-            key = json.dumps(c, sort_keys=True)
-            if key not in self._peaks:
-                try:
-                    self._peaks[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"],
-                                                    parse_setting(c["setting"]).strategy, sampled=True,
-                                                    **c["knobs"]).peak_mb
-                except DripleError:
-                    self._peaks[key] = np.nan
-            out[k] = self._peaks[key]
-        return out
+        return np.array([simulated_peak(rows[i], self._peaks) for i in idx], dtype=np.float64)
 
     def fit(self, dataset, train, val) -> "MemoryEstimator":
         from driple.graph.memory import fit_offset

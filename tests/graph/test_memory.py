@@ -89,3 +89,39 @@ def test_a_users_libraries_add_their_heap_and_a_zoo_model_none():
     factory = f"{Path(__file__).resolve().parents[1] / 'cli' / 'conftest.py'}:hf_gpt2"
     assert library_heap_mb("resnet", 4) == 0.0
     assert 5.0 < library_heap_mb(factory, 4) < 500.0
+
+
+def test_memory_sim_estimator_fits_offset_and_scale_and_predicts_the_memory_amount_only():
+    """As ``driple evaluate --estimators memory-sim`` uses it: rows of zoo jobs whose measured
+    amount is 100 MB + the simulated peak; the fit gives back that level."""
+    import numpy as np
+    import pandas as pd
+
+    from driple.inspector.estimator_registry import make_estimator
+    from driple.inspector.memory_estimator import simulated_peak
+    from driple.metrics import target_names
+
+    rows = [{"model": "mlp", "knobs": json_knobs(h), "batch_size": b, "optimizer": "adam", "setting": "cpu-ddp-w2-lo"}
+            for h in (64, 256, 1024) for b in (8, 64)]
+    names = list(target_names())
+    peaks = np.array([simulated_peak(r, {}) for r in rows])
+    y = np.full((len(rows), len(names)), np.nan)
+    y[:, names.index("memory_burst_amount")] = 100.0 + peaks
+
+    class Jobs:
+        frame, targets, target_names = pd.DataFrame(rows), y, names
+
+        def __len__(self):
+            return len(rows)
+
+    est = make_estimator("memory-sim").fit(Jobs(), train=range(len(rows)), val=[])
+    assert est.offset_mb == pytest.approx(100.0, rel=1e-3) and est.scale == pytest.approx(1.0, rel=1e-3)
+    out = est.predict(Jobs())
+    assert out[:, names.index("memory_burst_amount")] == pytest.approx(100.0 + peaks, rel=1e-6)
+    assert np.isnan(out[:, names.index("step_time")]).all()
+
+
+def json_knobs(hidden):
+    import json
+
+    return json.dumps({"hidden": hidden})
