@@ -68,9 +68,9 @@ def run(args) -> int:
 
 
 def land_chunk(args) -> int:
-    from driple.collect.device_run import land
+    from driple.collect.device_run import land, read_chunk
 
-    info = json.loads((Path(args.files) / "chunk.json").read_text())
+    info = read_chunk(args.files)
     dest = Path(args.datasets) / f"gpu-{info['gpu']}" / info["setting"]
     result = land(args.files, dest)
     print(f"{dest}: {result['added']} rows added ({result['rows']} in the chunk); "

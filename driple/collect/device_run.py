@@ -118,15 +118,20 @@ def _add_bytes(tar, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def read_chunk(files: str | Path) -> dict:
+    """A packed chunk's ``chunk.json``; a one-line :class:`DripleError` when there is none."""
+    try:
+        return json.loads((Path(files) / "chunk.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise DripleError(f"{files} holds no readable chunk.json ({exc})") from None
+
+
 def land(files: str | Path, dest: str | Path) -> dict:
     """Append a packed chunk (``files``: the folder holding its parts and ``chunk.json``) to the
     dataset ``dest``: its rows to ``results.csv`` (rows already there are left), its raw files to
     ``raw/``, the chunk's record to ``provenance.json``'s ``device_chunks``."""
     files, dest = Path(files), Path(dest)
-    try:
-        info = json.loads((files / "chunk.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise DripleError(f"{files} holds no readable chunk.json ({exc})") from None
+    info = read_chunk(files)
     data = b"".join((files / PART.format(i)).read_bytes() for i in range(int(info["parts"])))
     dest.mkdir(parents=True, exist_ok=True)
     table = ResultTable(dest)
