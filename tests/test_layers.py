@@ -159,3 +159,28 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         "driple.predict:1 imports the private module driple.inspector._native",
     ]
     assert import_cycle(tmp_path) == ["driple.graph.build", "driple.zoo.models", "driple.graph.build"]
+
+
+def scripts_importing_scripts(root: Path) -> list[str]:
+    """``script:line imports other`` for every script of ``scripts/`` that imports another one:
+    scripts stand above the package (they may import any of it), and what two of them share
+    lives in the package, not in a script."""
+    scripts = {p.stem for p in (root / "scripts").glob("*.py")}
+    wrong = []
+    for path in sorted((root / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module.split(".")[0]]
+            wrong += [f"{path.stem}:{node.lineno} imports {n}" for n in names if n in scripts - {path.stem}]
+    return wrong
+
+
+def test_no_script_imports_another_script(tmp_path):
+    assert scripts_importing_scripts(ROOT) == []
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "a.py").write_text("import b\nfrom driple import errors\n")
+    (tmp_path / "scripts" / "b.py").write_text("x = 1\n")
+    assert scripts_importing_scripts(tmp_path) == ["a:1 imports b"]
