@@ -684,8 +684,7 @@ def _drift_corrected_scores(report: dict, drift: dict) -> dict:
 
 def section_colocate(ctx: Context) -> None:
     """Co-location predicted against real co-runs, per ``corun-<setting>`` dataset."""
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from eval_colocate import evaluate_coruns, format_result
+    from driple.evaluation.colocate import evaluate_coruns, format_result
 
     from driple.predict.registry import resolve
 
@@ -709,9 +708,7 @@ def section_colocate(ctx: Context) -> None:
 
 
 def section_transfer(ctx: Context) -> None:
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from transfer_study import run_study, summarize
-
+    from driple.evaluation.transfer import run_study, summarize
     from driple.inspector.estimators import GNNEstimator
     from driple.inspector.evaluate import source_split_for
     from driple.inspector.splits import random_split

@@ -18,47 +18,10 @@ import sys
 
 import torch
 
-from driple.inspector.dataset import InspectorDataset
+from driple.evaluation.transfer import run_study, summarize
 from driple.inspector.checkpoint import load_inspector
-from driple.inspector.splits import random_split
-from driple.inspector.transfer import SCHEMES, finetune, finetune_options
-
-
-def run_study(source, dataset, fractions, schemes, options, progress=True) -> list[dict]:
-    split = random_split(dataset, seed=options.seed)
-    rows = []
-    for fraction in fractions:
-        for scheme in schemes:
-            tuned = finetune(source, dataset, fraction=fraction, scheme=scheme, split=split,
-                             options=options, progress=progress)
-            t, mean = tuned.info["transfer"], tuned.info["scores"]["test"]["mean"]
-            rows.append({"fraction": fraction, "scheme": scheme, "n_train": t["n_train"],
-                         "nrmse": mean["nrmse"], "mape": mean["mape"], "seconds": t["seconds"],
-                         "epochs": tuned.info["history"]["epochs"],
-                         "trainable_parameters": t["trainable_parameters"]})
-            print(f"{fraction:8.0%} {scheme:8s} {t['n_train']:6d} {mean['nrmse']:8.3f} "
-                  f"{mean['mape']:8.1f} {t['seconds']:9.1f} {rows[-1]['epochs']:7d}", flush=True)
-    return rows
-
-
-def summarize(rows: list[dict], tolerance: float) -> list[str]:
-    full = [r for r in rows if r["scheme"] == "scratch" and r["fraction"] == max(x["fraction"] for x in rows)]
-    if not full:
-        return ["(no scratch run on all the data: no reference for the summary)"]
-    ref = full[0]
-    lines = [f"reference: scratch on {ref['fraction']:.0%} of the data, NRMSE {ref['nrmse']:.3f}, "
-             f"{ref['seconds']:.1f} s"]
-    for scheme in dict.fromkeys(r["scheme"] for r in rows):
-        good = sorted((r for r in rows if r["scheme"] == scheme
-                       and r["nrmse"] <= ref["nrmse"] * (1 + tolerance)), key=lambda r: r["fraction"])
-        if not good:
-            lines.append(f"{scheme:8s} never within {tolerance:.0%} of the reference NRMSE")
-            continue
-        r = good[0]
-        lines.append(f"{scheme:8s} reaches it with {r['fraction']:.0%} of the data "
-                     f"({ref['fraction'] / r['fraction']:.1f}x less) in {r['seconds']:.1f} s "
-                     f"({ref['seconds'] / max(r['seconds'], 1e-9):.1f}x less time)")
-    return lines
+from driple.inspector.dataset import InspectorDataset
+from driple.inspector.transfer import SCHEMES, finetune_options
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
-"""``scripts/eval_colocate.py``: the capacity a co-run on this host really shares, the memory
-unit of its measurements, and the confusion table of predicted against measured fit."""
-import importlib.util
+"""``driple.evaluation.colocate`` (``scripts/eval_colocate.py`` prints it): the capacity a co-run
+on this host really shares, the memory unit of its measurements, and the confusion table of
+predicted against measured fit."""
 from pathlib import Path
 
 import pytest
@@ -10,10 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("eval_colocate_script", ROOT / "scripts" / "eval_colocate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from driple.evaluation import colocate
+
+    return colocate
 
 
 def test_corun_capacity_splits_the_host_between_all_ranks(script):
