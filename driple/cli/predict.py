@@ -194,6 +194,10 @@ def run_settings(args: argparse.Namespace) -> int:
             print(f"  a model of another family (yours): step time MAPE {u['step_time_mape']:.1f}%, median MAPE "
                   f"{u['median_mape']:.1f}% on {u.get('folds', '?')} held-out families (each by an inspector trained without it), interval "
                   f"coverage {u.get('coverage') or 0:.0%} (cross-fitted)" + ("; roofline joined as chosen there" if u.get("roofline_modes") else ""))
+        mem = e.get("memory") or {}
+        if mem.get("lofo_mape") is not None:
+            print(f"  memory amount: simulated from the traced step (runtime {mem['offset_mb']:.0f} MB + "
+                  f"{mem['scale']:.3f} x the simulation; MAPE {mem['lofo_mape']:.1f}% on held-out families)")
         if e.get("card"):
             print(f"  model card: {models_dir() / e['card']}")
         check = e.get("host_check")
