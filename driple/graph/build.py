@@ -157,11 +157,9 @@ def build_input(
 def _memory_summary(traced, setting) -> dict:
     """The simulated memory of the step (:mod:`driple.graph.memory`): its true peak with the
     breakdown, and the peak at the points the collector samples (``memory_sampled_mb``)."""
-    from driple.graph.memory import simulate
+    from driple.graph.memory import simulate_both
 
-    strategy = getattr(setting, "strategy", None) or "none"
-    whole = simulate(traced, strategy)
-    seen = simulate(traced, strategy, sampled=True)
+    whole, seen = simulate_both(traced, getattr(setting, "strategy", None) or "none")
     return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
             "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
             "memory_sampled_mb": seen.peak_mb}

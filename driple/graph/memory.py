@@ -121,6 +121,18 @@ def simulate(traced, strategy: str = "ddp", sampled: bool = False) -> MemoryEsti
     """The peak of one training step of ``traced`` (:class:`~driple.graph.trace.TracedStep`) for
     one worker of ``strategy`` (``ddp``, ``ps``, or ``none`` for a single process); with
     ``sampled``, the peak at the points the collector samples (module docstring)."""
+    return _estimate(_step_memory(traced, strategy), sampled)
+
+
+def simulate_both(traced, strategy: str = "ddp") -> tuple[MemoryEstimate, MemoryEstimate]:
+    """``(whole peak, peak at the sampled points)`` of :func:`simulate`, from one walk of the step."""
+    parts = _step_memory(traced, strategy)
+    return _estimate(parts, False), _estimate(parts, True)
+
+
+def _step_memory(traced, strategy: str) -> dict:
+    """What both estimates read: the live transient bytes after each op, what is held all step,
+    the gradients, the optimizer's state and update transient, the strategy's buffers."""
     graph = traced.graph_module
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     params = int(sum(traced.param_bytes))
@@ -136,24 +148,34 @@ def simulate(traced, strategy: str = "ddp", sampled: bool = False) -> MemoryEsti
         comm = grad_bytes
     elif strategy == "ps":  # the server steps the optimizer; the worker gets the parameters back
         state, update_peak, comm_after_backward = 0, 0, params
-    held = params + other_inputs + state + batch + comm
+    return {"traced": traced, "live": live, "kept": kept, "grads": grads, "grad_bytes": grad_bytes,
+            "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
+            "comm": comm, "comm_after_backward": comm_after_backward,
+            "held": params + other_inputs + state + batch + comm}
+
+
+def _estimate(p: dict, sampled: bool) -> MemoryEstimate:
+    traced, live, grads, grad_bytes = p["traced"], p["live"], p["grads"], p["grad_bytes"]
+    graph = traced.graph_module
+    update_peak = p["update_peak"]
     if sampled and len(live):
         position = {n: i for i, n in enumerate(graph.nodes)}
         points = [position[n] for n in [traced.loss_node, *grads] if n in position]
         live = live[points] if points else live
         update_peak = 0
     fb_peak = int(live.max()) if len(live) else 0
-    update_total = grad_bytes + update_peak + comm_after_backward
+    update_total = grad_bytes + update_peak + p["comm_after_backward"]
     if fb_peak >= update_total:
         # at the forward/backward peak: the gradients made so far are part of the live bytes
         phase, transient = "forward/backward", fb_peak
-        grads_at_peak = _grads_at_peak(graph, live, kept, grads) if not sampled else min(grad_bytes, fb_peak)
+        grads_at_peak = _grads_at_peak(graph, live, p["kept"], grads) if not sampled else min(grad_bytes, fb_peak)
     else:
         phase, transient, grads_at_peak = "update", update_total, grad_bytes
-    after = comm_after_backward if phase == "update" else 0
-    breakdown = {"parameters": params + other_inputs, "gradients": grads_at_peak, "optimizer_state": state,
-                 "activations": transient - grads_at_peak - after, "communication": comm + after, "batch": batch}
-    return MemoryEstimate(int(held + transient), breakdown, phase)
+    after = p["comm_after_backward"] if phase == "update" else 0
+    breakdown = {"parameters": p["params"], "gradients": grads_at_peak, "optimizer_state": p["state"],
+                 "activations": transient - grads_at_peak - after, "communication": p["comm"] + after,
+                 "batch": p["batch"]}
+    return MemoryEstimate(int(p["held"] + transient), breakdown, phase)
 
 
 def _grads_at_peak(graph, live, kept, grads) -> int:
