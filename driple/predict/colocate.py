@@ -70,6 +70,15 @@ def host_capacity(cores: float | None = None, link_mb_s: float | None = None, me
                            for r in resources()})
 
 
+def ranks_per_host(setting_id: str) -> int:
+    """Ranks of a job that share one host's cores and memory: all of them on loopback, one on
+    each emulated host."""
+    from driple.settings import parse_setting
+
+    s = parse_setting(setting_id)
+    return s.workers + s.servers if s.network == "lo" else 1
+
+
 def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None,
                   host_memory_mb=None) -> dict:
     """Capacity of one worker slot in the metrics' units: the metrics are per worker, and jobs
@@ -84,7 +93,7 @@ def slot_capacity(setting_id: str, cores=None, link_mbps=None, host_cores=None,
     from driple.settings import parse_setting
 
     s = parse_setting(setting_id)
-    ranks_here = s.workers + s.servers if s.network == "lo" else 1
+    ranks_here = ranks_per_host(setting_id)
     host = host_cores or os.cpu_count() or 1
     slot_cores = cores if cores is not None else max(host / max(ranks_here, 1), 0.01)
     link = link_mbps if link_mbps is not None else (s.link_bps / 8e6 if s.link_bps else None)

@@ -121,9 +121,10 @@ class Predictor:
             return None
         offset, scale = float(fit["offset_mb"]), float(fit["scale"])
         capacity = self.slot_memory_mb()
-        records = []
+        records, sampled = [], []
         for s in summaries:
             heap = float(s.get("library_heap_mb") or 0.0)
+            sampled.append(offset + heap + scale * float(s["memory_sampled_mb"]))
             peak = offset + heap + scale * float(s["memory_peak_mb"])
             parts = {k: scale * float(v) for k, v in (s.get("memory_breakdown_mb") or {}).items()}
             parts["runtime"] = offset
@@ -135,21 +136,17 @@ class Predictor:
                 record["fits"] = bool(peak <= capacity)
                 record["exceeds_by_mb"] = max(0.0, peak - capacity)
             records.append(record)
-        sampled = np.array([offset + float(s.get("library_heap_mb") or 0.0) + scale * float(s["memory_sampled_mb"])
-                            for s in summaries])
-        return {"sampled_mb": sampled, "rel": float(fit.get("interval_rel", 0.05)), "records": records}
+        return {"sampled_mb": np.array(sampled), "rel": float(fit.get("interval_rel", 0.05)), "records": records}
 
     def slot_memory_mb(self) -> Optional[float]:
         """Memory of one worker's slot on the machine predicted for (MB): the host's memory,
         shared by the ranks of a loopback setting; None when the spec does not say."""
-        from driple.settings import parse_setting
+        from driple.predict.colocate import ranks_per_host
 
         spec = self.hardware
-        total = float(spec.memory_bytes) / 1e6 if spec is not None and spec.memory_bytes else None
-        if not total:
+        if spec is None or not spec.memory_bytes:
             return None
-        s = parse_setting(self.setting)
-        return total / (s.workers + s.servers if s.network == "lo" else 1)
+        return float(spec.memory_bytes) / 1e6 / ranks_per_host(self.setting)
 
     def _carried_note(self) -> Optional[str]:
         """The caveat of a prediction carried to another CPU model (docs/hardware.md)."""
