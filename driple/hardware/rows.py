@@ -20,19 +20,26 @@ from driple.hardware.spec import HardwareSpec
 SPEC_COLUMN = "hardware"
 
 
-def recorded_spec(dataset_dir: str | Path) -> Optional[HardwareSpec]:
-    """The spec of a dataset's recorded host figures (``provenance.json`` → ``host_speed``), or None."""
-    path = Path(dataset_dir) / "provenance.json"
+def recorded_provenance(dataset_dir: str | Path) -> tuple[Optional[HostSpeed], dict]:
+    """``(host figures, host facts)`` a dataset's ``provenance.json`` records (``host_speed``,
+    ``host``; measured on the host that measured its jobs): ``(None, {})`` without them."""
     try:
-        provenance = json.loads(path.read_text())
+        provenance = json.loads((Path(dataset_dir) / "provenance.json").read_text())
         record = provenance.get("host_speed")
     except (OSError, ValueError, AttributeError):
-        return None
+        return None, {}
     if not record:
+        return None, {}
+    return HostSpeed.from_dict(record), provenance.get("host") or {}
+
+
+def recorded_spec(dataset_dir: str | Path) -> Optional[HardwareSpec]:
+    """The spec of a dataset's recorded host figures (``provenance.json`` → ``host_speed``), or None."""
+    speed, host = recorded_provenance(dataset_dir)
+    if speed is None:
         return None
-    host = provenance.get("host") or {}
-    return HardwareSpec.from_host_speed(HostSpeed.from_dict(record),
-                                        how=f"recorded in {path}: {record.get('how', '')}".rstrip(": "),
+    path = Path(dataset_dir) / "provenance.json"
+    return HardwareSpec.from_host_speed(speed, how=f"recorded in {path}: {speed.how}".rstrip(": "),
                                         cores=host.get("cores_usable") or host.get("cores"))
 
 

@@ -334,20 +334,10 @@ def _builder_of(graphs: Sequence) -> dict:
 def recorded_host(graphs):
     """The host figures recorded with a dataset (``provenance.json`` entry ``host_speed``,
     measured on the host that measured its jobs), or None."""
-    import json
-    import os.path as osp
-
-    from driple.hardware.host_speed import HostSpeed
+    from driple.hardware.rows import recorded_provenance
 
     root = getattr(graphs, "root", None)
-    if not root or not osp.exists(osp.join(root, "provenance.json")):
-        return None
-    try:
-        with open(osp.join(root, "provenance.json")) as f:
-            record = json.load(f).get("host_speed")
-    except (OSError, ValueError):
-        return None
-    return HostSpeed.from_dict(record) if record else None
+    return recorded_provenance(root)[0] if root else None
 
 
 def training_host(graphs: Sequence, host=None):
