@@ -109,28 +109,58 @@ def cpu_model() -> str:
     return platform.processor() or ""
 
 
+DTYPES = ("float32", "float64", "bfloat16")
+
+
+def matmul_rates(threads: int = 1, size: int = MATMUL_SIZE, repeats: int = 5,
+                 dtypes=DTYPES) -> dict:
+    """``{dtype: FLOP/s}`` of a ``size`` x ``size`` matmul on ``threads`` torch threads; a dtype
+    this torch cannot multiply on the CPU is left out. The thread count is restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(threads)))
+    rates = {}
+    try:
+        for name in dtypes:
+            dtype = getattr(torch, name)
+            a = torch.randn(size, size).to(dtype)
+            b = torch.randn(size, size).to(dtype)
+            product = torch.empty(size, size, dtype=dtype)
+            try:
+                seconds = best_seconds(lambda: torch.mm(a, b, out=product), repeats)
+            except RuntimeError:  # no kernel for this dtype on this build
+                continue
+            rates[name] = 2.0 * size ** 3 / seconds
+    finally:
+        torch.set_num_threads(before)
+    return rates
+
+
+def copy_rate(threads: int = 1, nbytes: int = COPY_BYTES, repeats: int = 5) -> float:
+    """Bytes read + written per second copying a ``nbytes`` float32 tensor."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(threads)))
+    try:
+        src = torch.ones(nbytes // 4)
+        dst = torch.empty_like(src)
+        seconds = best_seconds(lambda: dst.copy_(src), repeats)
+    finally:
+        torch.set_num_threads(before)
+    return 2.0 * (nbytes // 4) * 4 / seconds
+
+
 def measure_host_speed(repeats: int = 10, matmul_size: int = MATMUL_SIZE,
                        copy_bytes: int = COPY_BYTES) -> HostSpeed:
     """Measure this host's single-thread GEMM FLOP/s and copy bandwidth (module docstring);
     about half a second. The torch thread count is restored after."""
     import psutil
-    import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a = torch.randn(matmul_size, matmul_size)
-        b = torch.randn(matmul_size, matmul_size)
-        out = torch.empty(matmul_size, matmul_size)
-        t_mm = best_seconds(lambda: torch.mm(a, b, out=out), repeats)
-        src = torch.ones(copy_bytes // 4)
-        dst = torch.empty_like(src)
-        t_copy = best_seconds(lambda: dst.copy_(src), repeats)
-    finally:
-        torch.set_num_threads(threads)
     return HostSpeed(
-        flops_per_s=2.0 * matmul_size ** 3 / t_mm,
-        memory_bytes_per_s=2.0 * (copy_bytes // 4) * 4 / t_copy,
+        flops_per_s=matmul_rates(1, matmul_size, repeats, dtypes=("float32",))["float32"],
+        memory_bytes_per_s=copy_rate(1, copy_bytes, repeats),
         memory_bytes=float(psutil.virtual_memory().total),
         cpu_model=cpu_model(),
         how=f"measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "

@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from driple.hardware.host_speed import COPY_BYTES, LOOPBACK_BYTES_PER_S, MATMUL_SIZE, best_seconds, cpu_model
+from driple.hardware.host_speed import COPY_BYTES, LOOPBACK_BYTES_PER_S, MATMUL_SIZE, copy_rate, cpu_model, matmul_rates
 from driple.hardware.spec import GpuSpec, HardwareSpec
 
-DTYPES = ("float32", "float64", "bfloat16")
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NET = Path("/sys/class/net")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -38,45 +37,6 @@ SM_FLOPS_PER_CLOCK = {
     "8.9": {"float32": 256, "float64": 4, "bfloat16": 1024},    # AD10x, L4/L40
     "9.0": {"float32": 256, "float64": 128, "bfloat16": 4096},  # H100, H200
 }
-
-
-def matmul_rates(threads: int = 1, size: int = MATMUL_SIZE, repeats: int = 5,
-                 dtypes=DTYPES) -> dict:
-    """``{dtype: FLOP/s}`` of a ``size`` x ``size`` matmul on ``threads`` torch threads; a dtype
-    this torch cannot multiply on the CPU is left out. The thread count is restored after."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(threads)))
-    out = {}
-    try:
-        for name in dtypes:
-            dtype = getattr(torch, name)
-            a = torch.randn(size, size).to(dtype)
-            b = torch.randn(size, size).to(dtype)
-            try:
-                seconds = best_seconds(lambda: torch.mm(a, b), repeats)
-            except RuntimeError:  # no kernel for this dtype on this build
-                continue
-            out[name] = 2.0 * size ** 3 / seconds
-    finally:
-        torch.set_num_threads(before)
-    return out
-
-
-def copy_rate(threads: int = 1, nbytes: int = COPY_BYTES, repeats: int = 5) -> float:
-    """Bytes read + written per second copying a ``nbytes`` float32 tensor."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(threads)))
-    try:
-        src = torch.ones(nbytes // 4)
-        dst = torch.empty_like(src)
-        seconds = best_seconds(lambda: dst.copy_(src), repeats)
-    finally:
-        torch.set_num_threads(before)
-    return 2.0 * (nbytes // 4) * 4 / seconds
 
 
 def cgroup_quota_cores(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP_ROOT) -> Optional[float]:
