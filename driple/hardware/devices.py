@@ -21,23 +21,20 @@ class DeviceKind:
         torch_type: The ``torch.device`` type a worker trains on.
         one_per_worker: Each worker needs a device of its own (``gpu``), indexed from 0.
         samples_nvml: The sampler reads NVML utilisation and memory for each worker's device.
-        memory_reader: What a rank's allocated bytes are read from (the timeline's memory).
-        timeline: The timeline source a worker must use (``None``: the caller's choice).
+
+    A rank's allocated bytes are read by its ``torch_type``
+    (:func:`driple.hardware.allocator.allocated_bytes_reader`).
     """
 
     name: str
     torch_type: str
     one_per_worker: bool
     samples_nvml: bool
-    memory_reader: str
-    timeline: str | None = None
 
 
 DEVICES = {
-    "cpu": DeviceKind("cpu", "cpu", one_per_worker=False, samples_nvml=False,
-                      memory_reader="glibc mallinfo2"),
-    "gpu": DeviceKind("gpu", "cuda", one_per_worker=True, samples_nvml=True,
-                      memory_reader="torch.cuda.memory_allocated", timeline="profiler"),
+    "cpu": DeviceKind("cpu", "cpu", one_per_worker=False, samples_nvml=False),
+    "gpu": DeviceKind("gpu", "cuda", one_per_worker=True, samples_nvml=True),
 }
 
 

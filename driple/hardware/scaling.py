@@ -51,17 +51,20 @@ def peaks(source, target, ranks: int) -> tuple:
     for a job of ``ranks`` one-thread processes on one machine: each rank's share of the usable
     cores counts when both specs know their cores (a cgroup quota of 1 core halves each of two
     ranks' peaks), and on neither side otherwise."""
-    both = source.cores_available > 0 and target.cores_available > 0
-    n = ranks if both else None
+    n = ranks if _both_know_cores(source, target) else None
     return source.host_speed(n), target.host_speed(n)
 
 
 def core_ratio(source, target, ranks: int) -> float:
     """Each rank's share of the usable cores on ``target`` over that on ``source`` (1 unless
     both specs know their cores)."""
-    if source.cores_available > 0 and target.cores_available > 0:
+    if _both_know_cores(source, target):
         return target.core_share(ranks) / source.core_share(ranks)
     return 1.0
+
+
+def _both_know_cores(source, target) -> bool:
+    return source.cores_available > 0 and target.cores_available > 0
 
 
 def carry(values: np.ndarray, ratio: np.ndarray, targets=None, device: str = "cpu",
