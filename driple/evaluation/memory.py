@@ -48,8 +48,10 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     inspector's training jobs, the leave-one-family-out error on its whole dataset, the 90th
     percentile of those errors (the interval a prediction gets), and the error on out-of-zoo
     datasets of the setting with the training fit."""
-    from driple.graph.memory import fit_offset
-    from driple.inspector.dataset import read_results
+    import os
+
+    from driple.graph.memory import fit_offset, library_heap_mb
+    from driple.inspector.dataset import job_config, read_results
     from driple.predict.predictor import Predictor
     from driple.setting_datasets import SettingDatasets
 
@@ -63,9 +65,8 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     offset, scale = fit_offset(simulated[train], measured[train])
     lofo = leave_family_out(frame, simulated)
     rel = np.abs(np.asarray(lofo["predicted"]) / measured - 1)
-    import os
-
-    where = os.path.relpath(dataset) if not os.path.relpath(dataset).startswith("..") else dataset
+    where = os.path.relpath(dataset)
+    where = dataset if where.startswith("..") else where
     record = {"offset_mb": offset, "scale": scale, "fitted_on": f"{int(train.sum())} training jobs of {where}",
               "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
               "interval_rel": float(np.nanquantile(rel, 0.9)), "families": {
@@ -73,13 +74,11 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     for path in out_of_zoo or []:
         other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
         sim = simulated_peaks(other, progress=progress)
-        from driple.graph.memory import library_heap_mb
-        from driple.inspector.dataset import job_config
-
         heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"])
                           for c in map(job_config, other.to_dict("records"))])
-        err = (offset + heaps + scale * sim) / other["memory_burst_amount"].to_numpy(dtype=np.float64) - 1
-        plain = (offset + scale * sim) / other["memory_burst_amount"].to_numpy(dtype=np.float64) - 1
+        truth = other["memory_burst_amount"].to_numpy(dtype=np.float64)
+        err = (offset + heaps + scale * sim) / truth - 1
+        plain = (offset + scale * sim) / truth - 1
         record.setdefault("out_of_zoo", {})[str(path)] = {
             "jobs": int(np.isfinite(err).sum()), "mape": float(100 * np.nanmean(np.abs(err))),
             "median_signed": float(100 * np.nanmedian(err)),
