@@ -11,6 +11,7 @@ that ran, with the spec probed before it.
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 import shutil
@@ -80,12 +81,11 @@ def pack(work: str | Path, out: str | Path, new_ids, extra: dict | None = None) 
     work, out = Path(work), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     columns, rows = ResultTable(work).raw_rows()
-    keep = [r for r in rows if r["job_id"] in set(new_ids)]
+    wanted = set(new_ids)
+    keep = [r for r in rows if r["job_id"] in wanted]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:xz") as tar:
         table = io.StringIO()
-        import csv
-
         writer = csv.DictWriter(table, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(keep)
@@ -139,8 +139,6 @@ def land(files: str | Path, dest: str | Path) -> dict:
     known = {r["job_id"] for r in have}
     added = 0
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:xz") as tar:
-        import csv
-
         rows = list(csv.DictReader(io.TextIOWrapper(tar.extractfile("results.csv"), "utf-8")))
         for member in tar.getmembers():
             if member.name.startswith("raw/") and member.isfile() and "/" not in member.name[4:]:
