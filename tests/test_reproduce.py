@@ -26,10 +26,9 @@ def load_script(name: str, module: str | None = None):
 
 @pytest.fixture
 def reproduce():
-    module = load_script("reproduce", "reproduce_script")
-    sys.modules["reproduce_script"] = module  # --jobs pickles its child function by name
-    yield module
-    sys.modules.pop("reproduce_script", None)
+    import driple.evaluation.reproduce.command as module
+
+    return module
 
 
 @pytest.fixture
