@@ -57,3 +57,16 @@ def refuse_shipped(path: str | os.PathLike, overwrite: bool = False, option: str
             else f"inside the shipped datasets ({root})")
     raise DripleError(f"{option} {path} is {what}; write to a new directory (e.g. {option} "
                       f"my-{Path(path).name or 'out'}) or pass {OVERWRITE_FLAG} to write there anyway")
+
+
+def require_checkout(script: str | os.PathLike) -> None:
+    """Stop a ``scripts/`` file run with the driple of another checkout: a script writes the
+    shipped files of the checkout its imported driple comes from, and that must be its own
+    (``pip install -e .`` there). Exits with a one-line error otherwise."""
+    import driple
+
+    mine = Path(script).resolve().parents[1]
+    theirs = Path(driple.__file__).resolve().parents[1]
+    if mine != theirs:
+        raise SystemExit(f"{Path(script).name}: error: driple is imported from {theirs}, not from this "
+                         f"script's checkout {mine}; run pip install -e {mine}")

@@ -10,7 +10,11 @@
 """
 import sys
 
-from driple.evaluation.reproduce.command import main
+from driple.shipped import require_checkout
+
+require_checkout(__file__)  # it writes this checkout's trained_models/, never another's
+
+from driple.evaluation.reproduce.command import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,16 @@ import pytest
 
 import driple.inspector.dataset as dataset_module
 from driple.cli import main as driple_main
+from driple.evaluation.reproduce.cards import CARD_HEADING, configuration_lines
+from driple.evaluation.reproduce.colocate import colocate_overall
+from driple.evaluation.reproduce.context import Context
+from driple.evaluation.reproduce.coverage import coverage_other_families, fold_coverage, held_out_intervals
+from driple.evaluation.reproduce.outofzoo import drift_corrected_scores, session_drift
+from driple.evaluation.reproduce.readme import refresh_readme
+from driple.evaluation.reproduce.standing import report_standing
+from driple.evaluation.reproduce.transfer import transfer_overview
+from driple.evaluation.reproduce.unseen import outofzoo_other_families, outofzoo_unseen_modes, unseen_modes
+from driple.evaluation.reproduce.unseen_report import report_unseen
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +121,7 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
         assert reproduce.main(["--report", "--cards", "--datasets-dir", str(data), "--models-dir", str(models),
                                "--out", str(out), "--quiet"]) == 0
     card = (models / "cpu-ddp-w2-lo" / "MODEL_CARD.md").read_text()
-    assert card.count(reproduce.CARD_HEADING) == 1 and card.index(reproduce.CARD_HEADING) < card.index("## Reproduce")
+    assert card.count(CARD_HEADING) == 1 and card.index(CARD_HEADING) < card.index("## Reproduce")
     assert "### family split" in card and "Median over the targets: inspector" in card
     capsys.readouterr()
 
@@ -190,7 +200,9 @@ def test_sigterm_stops_every_child_and_keeps_what_finished(reproduce, shipped, t
 
     data, models = shipped
     work, out = tmp_path / "w", tmp_path / "out"
-    monkeypatch.setattr(reproduce, "_child", _child_then_sigterm)
+    import driple.evaluation.reproduce.run as run_module
+
+    monkeypatch.setattr(run_module, "run_child", _child_then_sigterm)
     t0 = time.perf_counter()
     code = reproduce.main(["--sections", "accuracy", "--datasets-dir", str(data), "--models-dir", str(models),
                            "--out", str(out), "--work-dir", str(work), "--jobs", "2", "--quiet"])
@@ -487,21 +499,21 @@ def test_an_out_of_zoo_set_on_a_drifted_host_is_also_scored_on_the_dataset_s_hos
     frame.to_csv(Path(later, "results.csv"), index=False)
     ooz = tmp_path / "ooz"
     ooz.mkdir()
-    assert reproduce.session_drift(str(ooz), data) is None  # no provenance: nothing to correct
+    assert session_drift(str(ooz), data) is None  # no provenance: nothing to correct
     (ooz / "provenance.json").write_text(json.dumps({"same_session_retest": "cpu-ps-p1w2-1g-retest-later1"}))
-    drift = reproduce.session_drift(str(ooz), data)
+    drift = session_drift(str(ooz), data)
     assert drift["jobs"] == 6 and drift["ratio"]["step_time"] == pytest.approx(1.25)
     assert drift["ratio"]["compute_burst_amount"] == pytest.approx(1.0)
 
     targets = ["compute_burst_amount", "step_time"]
     measured = np.array([[50.0, 1.25], [80.0, 2.5]])
     report = {"targets": targets, "folds": [{"measured": measured, "predictions": {"inspector": [[50.0, 1.0], [80.0, 2.0]]}}]}
-    scores = reproduce._drift_corrected_scores(report, drift)["inspector"]
+    scores = drift_corrected_scores(report, drift)["inspector"]
     assert scores["step_time"]["mape"] == pytest.approx(0.0)  # exact on the dataset's host
     assert scores == score_table(measured / [1.0, 1.25], np.array([[50.0, 1.0], [80.0, 2.0]]), targets)
     (ooz / "provenance.json").write_text(json.dumps({"same_session_retest": "nowhere"}))
     with pytest.raises(DripleError, match="names its same-session retest nowhere"):
-        reproduce.session_drift(str(ooz), data)
+        session_drift(str(ooz), data)
 
 
 def test_retest_section_reads_the_setting_index_and_compares_hosts(reproduce, tmp_path, write_dataset):
@@ -554,7 +566,7 @@ def test_coverage_leaves_out_targets_an_estimator_does_not_predict(reproduce):
     fold = {"calibration_measured": measured[:20], "measured": measured[20:],
             "calibration_predictions": {"a": pred[:20], "b": partial[:20]},
             "predictions": {"a": pred[20:], "b": partial[20:]}}
-    cov = reproduce._coverage({"targets": ["x", "step_time"], "estimators": ["a", "b"], "folds": [fold]}, 0.9)
+    cov = fold_coverage({"targets": ["x", "step_time"], "estimators": ["a", "b"], "folds": [fold]}, 0.9)
     assert cov["a"]["x"] > 0.5 and cov["a"]["step_time"] > 0.5
     assert cov["b"]["x"] is None and cov["b"]["step_time"] == cov["a"]["step_time"]
     assert cov["b"]["mean"] == cov["b"]["step_time"]
@@ -572,9 +584,9 @@ def test_coverage_other_families_calibrates_each_fold_on_the_others(reproduce):
         return {"measured": measured, "predictions": {"a": measured / ratio}}
 
     report = {"targets": ["x"], "estimators": ["a"], "folds": [fold(1.0), fold(1.0), fold(2.0)]}
-    cov = reproduce._coverage_other_families(report, 0.9)
+    cov = coverage_other_families(report, 0.9)
     assert cov["a"]["x"] == 20 / 30 and cov["a"]["mean"] == 20 / 30 and cov["a"]["nominal"] == 0.9
-    assert reproduce._coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
+    assert coverage_other_families({**report, "folds": report["folds"][:2]}, 0.9) == {}
 
 
 def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_intervals(reproduce):
@@ -591,16 +603,16 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
         return {"measured": y, "predictions": {"inspector": y * 2, "roofline": y}}
 
     report = {"targets": ["step_time"], "estimators": ["inspector", "roofline"], "folds": [fold(), fold(), fold()]}
-    out = json.loads(json.dumps(reproduce._unseen_modes(report, 0.9)))
+    out = json.loads(json.dumps(unseen_modes(report, 0.9)))
     assert out["calibration"]["modes"] == {"step_time": "roofline"}
     assert out["cross_fitted"]["scores"]["step_time"]["mape"] == 0.0
     assert out["cross_fitted"]["modes"] == {"step_time": {"roofline": 3}} and out["command"].startswith("python")
-    assert reproduce._unseen_modes({**report, "estimators": ["inspector"]}, 0.9) is None
-    assert reproduce._unseen_modes({**report, "folds": report["folds"][:2]}, 0.9) is None
+    assert unseen_modes({**report, "estimators": ["inspector"]}, 0.9) is None
+    assert unseen_modes({**report, "folds": report["folds"][:2]}, 0.9) is None
 
     y = np.linspace(1.0, 2.0, 8)[:, None]
     spread = {"targets": ["step_time"], "folds": [{"measured": y, "predictions": {"inspector": y * np.linspace(1.5, 2.5, 8)[:, None]}}]}
-    intervals = reproduce._held_out_intervals(spread, "inspector", 0.9)  # around the ratio 2 of the out-of-zoo jobs
+    intervals = held_out_intervals(spread, "inspector", 0.9)  # around the ratio 2 of the out-of-zoo jobs
     acc = {"settings": {"s": {"family": {
         "n_test": 24, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
         "coverage": {"inspector": {"mean": 0.5}}, "coverage_other_families": {"inspector": {"mean": 0.875}},
@@ -608,15 +620,15 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
     ooz = {"setting": "s", "n_test": 8, "scores": {"inspector": score_table(y, 2 * y, ["step_time"])},
            "coverage": {"inspector": {"mean": 0.25}},
            "inspector_predictions": {"measured": y.tolist(), "predicted": (2 * y).tolist(), "roofline": y.tolist()}}
-    assert reproduce._outofzoo_unseen_modes(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
-    text = "\n".join(reproduce._report_unseen(acc, [ooz]))
+    assert outofzoo_unseen_modes(acc, ooz)["scores"]["step_time"]["mape"] == 0.0
+    text = "\n".join(report_unseen(acc, [ooz]))
     assert "| s, held-out families | 24 | 100.0% | 100.0% | 50.0% | 87.5% | 0.0% | 0.0% |" in text
     # out of zoo: the held-out intervals (ratios 1.5-2.5) cover the out-of-zoo jobs (ratio 2)
     assert "| out of zoo (s inspector) | 8 | 100.0% | 100.0% | 25.0% | 100.0% | 0.0% | 0.0% |" in text
     assert "- s (modes shipped: cross-fitted median MAPE 0.0% with them, 100.0% as is): the roofline joins step_time roofline" in text
     assert text.count("| modes and intervals |") == 2  # the setting's row and its out-of-zoo row
     # what a checkpoint holds wins over the rule (calibrate run with --roofline-modes never)
-    kept = "\n".join(reproduce._report_unseen(acc, [ooz], shipped={"s": False}))
+    kept = "\n".join(report_unseen(acc, [ooz], shipped={"s": False}))
     assert "| modes and intervals |" not in kept and "- s (no modes shipped: " in kept
     # what calibrate_unseen_families.py shipped (unseen_families.json): its own table
     fig = {"settings": {"s": {"modes": {"step_time": "roofline:physical"},
@@ -626,14 +638,14 @@ def test_unseen_modes_are_measured_cross_fitted_and_reported_beside_the_shipped_
                               "as_is": {"step_time_mape": 5.0, "median_mape": 10.0},
                               "nested": {"step_time_mape": 3.5, "median_mape": 8.5},
                               "out_of_zoo": [{"step_time_mape": 6.0, "median_mape": 7.0, "coverage": 0.875}]}}}
-    shipped_table = "\n".join(reproduce._report_unseen(acc, [ooz], figures=fig))
+    shipped_table = "\n".join(report_unseen(acc, [ooz], figures=fig))
     assert "| s | 4.0% / 9.0% | 3.0% / 8.0% | physical | 3.0% | 8.0% | 3.5% | 8.5% | 6.0% | 7.0% | 87.5% |" in shipped_table
-    assert reproduce._report_unseen({"settings": {}}, [ooz]) == []
-    four = reproduce._unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
+    assert report_unseen({"settings": {}}, [ooz]) == []
+    four = unseen_modes({**report, "folds": [fold() for _ in range(4)]}, 0.9)
     assert four["nested"]["chosen"] == ["modes"] * 4 and len(four["held_out"]["measured"]) == 32
     acc["settings"]["s"]["family"]["unseen_modes"] = json.loads(json.dumps(four))
     assert "- s: modes taken for 4 of 4 families; step time 0.0%, median MAPE 0.0%" in "\n".join(
-        reproduce._report_unseen(acc, [ooz]))
+        report_unseen(acc, [ooz]))
 
 
 def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
@@ -644,12 +656,12 @@ def test_out_of_zoo_is_checked_against_the_held_out_family_intervals(reproduce):
     measured = np.full((20, 1), 2.0)
     predicted = np.concatenate([measured[:10], measured[10:] / 2])
     report = {"targets": ["x"], "folds": [{"measured": measured, "predictions": {"inspector": predicted}}]}
-    record = reproduce._held_out_intervals(report, "inspector", 0.9)
+    record = held_out_intervals(report, "inspector", 0.9)
     acc = {"settings": {"s": {"family": {"family_intervals": record}}}}
     ooz = {"setting": "s", "inspector_predictions": {"measured": [[3.0], [3.0]], "predicted": [[2.0], [1.0]]}}
-    assert reproduce._outofzoo_other_families(acc, ooz) == 0.5
-    assert reproduce._outofzoo_other_families(None, ooz) is None
-    assert reproduce._outofzoo_other_families(acc, {"setting": "s"}) is None
+    assert outofzoo_other_families(acc, ooz) == 0.5
+    assert outofzoo_other_families(None, ooz) is None
+    assert outofzoo_other_families(acc, {"setting": "s"}) is None
 
 
 def test_standing_table_states_each_bar_from_the_scores(reproduce):
@@ -667,18 +679,18 @@ def test_standing_table_states_each_bar_from_the_scores(reproduce):
                 "coverage": {"inspector": {"mean": 0.875}}}
 
     family = {**rep(9.0, 11.0, 18.0, 22.0), "coverage_other_families": {"inspector": {"mean": 0.9}}}
-    lines = reproduce._report_standing({"settings": {"s": {"family": family}}},
+    lines = report_standing({"settings": {"s": {"family": family}}},
                                        [{**rep(16.0, 20.0, 30.0, 30.0), "setting": "s"}])
     table = [line for line in lines if line.startswith("| s,") or line.startswith("| out of zoo")]
     assert table[0].split(" | ")[1:7] == ["7", "10.0%", "20.0% (hgb)", "50%", "9.0% ✓ (bar 10%)", "8.0%"]
     assert table[0].endswith("| 5.0% | 87.5% | 90.0% | tx_idle_duration |")
     assert table[1].endswith("| 87.5% | - | tx_idle_duration |")  # out of zoo: no folds to calibrate on
     assert "16.0% (bar 15%)" in table[1] and "✓" not in table[1]
-    plain = reproduce._report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}}, [])
+    plain = report_standing({"settings": {"s": {"family": rep(9.0, 11.0, 18.0, 22.0)}}}, [])
     assert [line for line in plain if line.startswith("| s,")][0].endswith("| 5.0% | 87.5% | tx_idle_duration |")
     assert not any("calibrated on unseen families" in line for line in plain)  # a run without them
     assert "| s, held-out families | 10.0% | 20.0% | 19.0% |" in lines  # median per estimator
-    assert reproduce._report_standing(None, []) == []
+    assert report_standing(None, []) == []
 
 
 def test_transfer_overview_puts_each_fraction_on_one_row(reproduce):
@@ -686,10 +698,10 @@ def test_transfer_overview_puts_each_fraction_on_one_row(reproduce):
     rows = [{"fraction": f, "scheme": sc, "n_train": n, "nrmse": v, "mape": 10.0, "seconds": 1.5}
             for f, n, sc, v in ((0.5, 4, "paper", 0.2), (0.5, 4, "scratch", 0.3),
                                 (1.0, 8, "paper", 0.25), (1.0, 8, "scratch", 0.1))]
-    lines = reproduce._transfer_overview({"targets": {"t": {"rows": rows}}})
+    lines = transfer_overview({"targets": {"t": {"rows": rows}}})
     assert "| t | 50% | 4 | **0.200 (1.5 s)** | 0.300 (1.5 s) |" in lines
     assert "| t | 100% | 8 | 0.250 (1.5 s) | **0.100 (1.5 s)** |" in lines
-    assert reproduce._transfer_overview({"targets": {}}) == []
+    assert transfer_overview({"targets": {}}) == []
 
 
 def test_colocate_overall_adds_the_sets_and_names_the_misses(reproduce):
@@ -708,12 +720,12 @@ def test_colocate_overall_adds_the_sets_and_names_the_misses(reproduce):
                     "coruns": [pair(["x", "y"], [1.10, 1.05], "contends"), pair(["x", "z"], [1.5, 1.2], "contends")]},
         "corun-b": {"max_slowdown": 1.15, "confusion": {"inspector": conf(1, 0, 0, 0)}, "summary": {},
                     "coruns": [pair(["u", "v"], [1.01, 1.02], "packs well")]}}}
-    lines = reproduce._colocate_overall(co)
+    lines = colocate_overall(co)
     assert "| inspector | 1 | 1 | 0 | 1 | 2 of 3 |" in lines
     missed = [line for line in lines if line.startswith("- missed")]
     assert missed == ["- missed (inspector): corun-a: x + y — 1.10/1.05x (fits; inspector: contends)"]
     assert "- inspector's combined mean load per slot against the measured, corun-a: compute 12%" in lines
-    assert reproduce._colocate_overall({"coruns": {}}) == []
+    assert colocate_overall({"coruns": {}}) == []
 
 SETTING_1G = "cpu-ddp-w2-1g"
 CORUNS = ROOT / "datasets" / "v2" / f"corun-{SETTING_1G}"  # measured co-runs of a shipped setting
@@ -807,7 +819,7 @@ def test_a_dataset_is_copied_to_the_work_dir_once_per_run(reproduce, tmp_path, w
     data = write_dataset(tmp_path / "datasets" / "cpu-ddp-w2-lo", n_configs=3)
     args = SimpleNamespace(datasets_dir=str(tmp_path / "datasets"), models_dir=str(tmp_path / "m"), out=None,
                            work_dir=str(tmp_path / "work"), graph_cache=None, build_workers=1, quiet=True)
-    ctx = reproduce.Context(args)
+    ctx = Context(args)
     copy = ctx.dataset("cpu-ddp-w2-lo", {})
     first = Path(copy, "results.csv").read_text()
     write_dataset(data, n_configs=6)  # the collector adds rows
@@ -823,7 +835,7 @@ def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tm
     readme.write_text("Prose 13 of 14.\n<!-- reproduce mape: lo, family split -->\nold\n<!-- /reproduce -->\n"
                       "More prose.\n<!-- reproduce section: Summary: mean -->\n<!-- /reproduce -->\n"
                       "<!-- reproduce section: Design study -->\nstale\n<!-- /reproduce -->\n")
-    assert reproduce.refresh_readme(str(readme), results) == 3
+    assert refresh_readme(str(readme), results) == 3
     assert readme.read_text() == (
         "Prose 13 of 14.\n<!-- reproduce mape: lo, family split -->\nMAPE %:\n\n| m |\n\n"
         "Median over the targets: inspector 3%.\n<!-- /reproduce -->\nMore prose.\n"
@@ -833,7 +845,7 @@ def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tm
     from driple.errors import DripleError
 
     with pytest.raises(DripleError, match="no section 'No such table'"):
-        reproduce.refresh_readme(str(readme), results)
+        refresh_readme(str(readme), results)
 
 
 def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes(shipped, capsys):
@@ -961,33 +973,32 @@ def test_the_configuration_choice_is_saved_with_its_provenance_and_shown_in_the_
     saved = json.loads(path.read_text())
     assert saved["command"] == "python scripts/choose_configuration_lofo.py --save"
     assert saved["setting"] == "cpu-ddp-w2-lo" and saved["cpu_model"] and saved["date"]
-    lines = reproduce._configuration_lines(saved, "cpu-ddp-w2-lo")
+    lines = configuration_lines(saved, "cpu-ddp-w2-lo")
     rows = [line for line in lines if line.startswith("| ")]
     assert rows[1:] == ["| features | 18.6% | 17.9% | 12.0% |", "| **hybrid** | 16.7% | 18.0% | 13.9% |"]
     assert "3 families of the 12 train + validation jobs" in "\n".join(lines)
-    assert reproduce._configuration_lines(saved, "cpu-ddp-w2-1g") == []  # a target's card: not its choice
-    assert reproduce._configuration_lines(None, "cpu-ddp-w2-lo") == []
+    assert configuration_lines(saved, "cpu-ddp-w2-1g") == []  # a target's card: not its choice
+    assert configuration_lines(None, "cpu-ddp-w2-lo") == []
 
 
 @pytest.mark.parametrize("script", ["reproduce", "ship_inspectors", "calibrate_unseen_families",
                                     "refit_roofline", "choose_configuration_lofo", "rejoin_roofline"])
-def test_scripts_that_write_shipped_files_import_their_own_checkout_s_driple(script, tmp_path):
+def test_scripts_that_write_shipped_files_refuse_another_checkout_s_driple(script, tmp_path):
     """A second checkout's scripts scored and overwrote the first's trained_models/ through its
-    editable install: each script puts its own checkout first on sys.path."""
+    editable install: a script that writes shipped files imports the installed driple (no
+    sys.path edits) and stops, in one line, when that driple is not its own checkout's."""
     import subprocess
 
-    fake = tmp_path / "driple"
-    fake.mkdir()
-    (fake / "__init__.py").write_text("raise ImportError('another checkout s driple')\n")
-    code = ("import runpy, driple.metrics; runpy.run_path(%r, run_name='loaded'); "
-            "import driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    cwd = tmp_path / "elsewhere"
-    cwd.mkdir()
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
-    assert out.returncode != 0  # the other checkout's driple comes first without the script...
-    code = ("import runpy, sys; g = runpy.run_path(%r, run_name='loaded'); "
-            "import driple; print(driple.__file__)") % str(ROOT / "scripts" / f"{script}.py")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == str(ROOT / "driple" / "__init__.py")  # ...and its own with it
+    other = tmp_path / "other" / "driple"  # another checkout's package, first on the path
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    for name in ("shipped.py", "errors.py"):  # what the check itself imports
+        shutil.copy(ROOT / "driple" / name, other / name)
+    env = {**os.environ, "PYTHONPATH": str(other.parent)}
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), "--help"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"{script}.py: error: driple is imported from {other.parent}, not from this script's checkout "
+        f"{ROOT}; run pip install -e {ROOT}"]
+    assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
