@@ -24,9 +24,11 @@ import json
 import os
 import sys
 
+from driple.shipped import require_checkout
+
+require_checkout(__file__)  # it writes this checkout's trained_models/, never another's
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
-from driple.inspector.family_choice import inner_leave_family_out  # noqa: E402  (after the path)
+from driple.inspector.family_choice import inner_leave_family_out  # noqa: E402  (after the check)
 
 
 def save(result: dict, path: str, setting: str, argv=None) -> None:

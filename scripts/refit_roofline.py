@@ -24,8 +24,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from driple.shipped import require_checkout
+
+require_checkout(__file__)  # it writes this checkout's trained_models/, never another's
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 
 
 def same_roofline(a, b) -> bool:

@@ -22,8 +22,10 @@ import json
 import os
 import sys
 
+from driple.shipped import require_checkout
+
+require_checkout(__file__)  # it writes this checkout's trained_models/, never another's
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # this checkout's driple and its trained_models/, not an installed one
 
 
 def rejoined_scores(entry: dict, dataset, host, overlap: bool, terms: str) -> dict:
