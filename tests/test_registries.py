@@ -72,8 +72,9 @@ def test_a_toy_strategy_is_a_setting_a_graph_and_a_cache_key(toy_strategy, capsy
         parse_setting("cpu-toy-w3-1g-async")
     with pytest.raises(DripleError, match="more than 8 workers"):
         parse_setting("cpu-toy-w9-1g")
-    with pytest.raises(DripleError, match=r"use 'ddp' \(all-reduce\), 'ps' \(parameter server\) or 'toy' \(gossip\)"):
-        Setting(strategy="fsdp")
+    with pytest.raises(DripleError, match=r"use 'ddp' \(all-reduce\), 'fsdp' \(sharded data parallel\), "
+                                          r"'ps' \(parameter server\) or 'toy' \(gossip\)"):
+        Setting(strategy="zero")
     assert graph_setting("cpu-toy-w3-1g") == graph_setting("cpu-toy-w3-lo") == "toy-w3"
 
     batch = (torch.randn(4, 8), torch.randint(0, 4, (4,)))

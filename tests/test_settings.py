@@ -37,7 +37,7 @@ def test_ids_are_read_case_insensitively():
     ("cpu-ddp-w2-lo-async", "DDP is always synchronous; '-async' applies to 'ps' settings only"),
     ("tpu-ddp-w2-lo", "unknown device 'tpu'; use one of cpu, gpu"),
     ("cpu-ddp-w0-lo", "a setting needs at least one worker"),
-    ("cpu-fsdp-w2-lo", CANNOT_READ),
+    ("cpu-zero-w2-lo", CANNOT_READ),
     ("cpu-ddp-w2-5x", CANNOT_READ),
     ("cpu-ddp-w2x-lo", CANNOT_READ),
     ("cpu-ddp-w2", CANNOT_READ),
@@ -51,7 +51,7 @@ def test_bad_ids_say_what_is_wrong(text, message):
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(strategy="x"), "unknown strategy 'x'; use 'ddp' (all-reduce) or 'ps' (parameter server)"),
+    (dict(strategy="x"), "unknown strategy 'x'; use 'ddp' (all-reduce), 'fsdp' (sharded data parallel) or 'ps' (parameter server)"),
     (dict(network="fast"), "unknown network 'fast'; use 'lo' or a link rate such as 100m, 1g, 10g"),
     (dict(workers=0), "a setting needs at least one worker"),
 ])

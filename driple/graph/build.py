@@ -159,7 +159,8 @@ def _memory_summary(traced, setting) -> dict:
     breakdown, and the peak at the points the collector samples (``memory_sampled_mb``)."""
     from driple.graph.memory import simulate_both
 
-    whole, seen = simulate_both(traced, getattr(setting, "strategy", None) or "none")
+    whole, seen = simulate_both(traced, getattr(setting, "strategy", None) or "none",
+                                getattr(setting, "workers", 2))
     return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
             "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
             "memory_sampled_mb": seen.peak_mb}

@@ -1,7 +1,8 @@
 """Communication nodes of a distributed strategy, added to a single-process op graph.
 
 A single-process trace has no communication; a distributed step does. Each strategy's
-registration (:mod:`driple.strategies`) names its hook here (:func:`ddp_comm`, :func:`ps_comm`):
+registration (:mod:`driple.strategies`) names its hook here (:func:`ddp_comm`, :func:`ps_comm`,
+:func:`fsdp_comm`):
 
 - **DDP** (all-reduce): gradients are grouped into buckets exactly as torch's Reducer does after
   its first iteration — in gradient-ready order (the order gradients appear in the backward
@@ -11,10 +12,15 @@ registration (:mod:`driple.strategies`) names its hook here (:func:`ddp_comm`, :
 - **Parameter server**: parameters are placed on P servers by greedy load balancing (largest
   first onto the least-loaded server; :func:`driple.strategies.ps.ps_shards`). Per server one ``comm.push`` (the gradients it owns) →
   the update of its parameters → one ``comm.pull`` (the fresh parameters).
+- **FSDP** (sharded): parameters are grouped into units by :func:`driple.strategies.fsdp.fsdp_units`.
+  Per unit a ``comm.allgather`` before the first forward op that reads its parameters, another
+  before its backward ops (not for the root unit, which stays gathered), and a
+  ``comm.reducescatter`` fed by its gradients and feeding their update; all-gathers in order.
 
 Node ``out_bytes`` of a comm node is the bytes one worker moves for it per step in each
 direction it uses (ring all-reduce over W workers sends and receives 2(W-1)/W of the bucket; a
-push sends its shard, a pull receives it); ``bucket_bytes`` is the payload.
+push sends its shard, a pull receives it; an all-gather or a reduce-scatter (W-1)/W of the
+unit); ``bucket_bytes`` is the payload.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import torch
 
 from driple.graph.opgraph import resolve
 from driple.graph.trace import TracedStep
+from driple.strategies.fsdp import fsdp_units
 from driple.strategies.ps import ps_shards
 
 #: DDP defaults in torch ≥ 2.0 (bytes): first bucket and every later bucket.
@@ -125,6 +132,44 @@ def add_ps_comm(graph: nx.DiGraph, traced: TracedStep, servers: int) -> list[dic
     return out
 
 
+def add_fsdp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[dict]:
+    """Add the all-gathers and reduce-scatter of every FSDP unit; returns the units (params, bytes)."""
+    sizes = traced.param_bytes
+    users = graph.graph["param_users"]
+    share = (workers - 1) / workers if workers > 1 else 0.0
+    units = fsdp_units(list(traced.param_names))
+    root = units[-1] if units and all("." not in traced.param_names[i] for i in units[-1]) else None
+    out, prev = [], None
+    for u, params in enumerate(units):
+        payload = sum(sizes[i] for i in params)
+        moved = int(round(share * payload))
+        readers = {ph: [n for i in params for n in users[i] if graph.nodes[n]["phase"] == ph]
+                   for ph in ("forward", "backward")}
+        gathers = [("forward", f"allgather_fwd_{u}")]
+        if params is not root:
+            gathers.append(("backward", f"allgather_bwd_{u}"))
+        for phase, name in gathers:
+            graph.add_node(name, op="comm.allgather", phase="comm", out_bytes=moved,
+                           in_bytes=payload // max(workers, 1), flops=0, bucket_bytes=payload)
+            graph.add_edges_from((name, r) for r in dict.fromkeys(readers[phase]))
+        scatter = f"reducescatter_{u}"
+        graph.add_node(scatter, op="comm.reducescatter", phase="comm", out_bytes=moved,
+                       in_bytes=payload, flops=payload // 4 if workers > 1 else 0, bucket_bytes=payload)
+        for i in params:
+            grads = _grad_ops(graph, traced, i)
+            for user in _optimizer_users(graph, grads):  # the update waits for its shard of the grad
+                for g in grads:
+                    if graph.has_edge(g, user):
+                        graph.remove_edge(g, user)
+                graph.add_edge(scatter, user)
+            graph.add_edges_from((g, scatter) for g in grads)
+        if prev is not None:
+            graph.add_edge(prev, f"allgather_fwd_{u}")
+        prev = f"allgather_fwd_{u}"
+        out.append({"params": params, "bytes": payload})
+    return out
+
+
 def ddp_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
     """The DDP strategy's hook: :func:`add_ddp_comm` for ``setting.workers``."""
     return add_ddp_comm(graph, traced, setting.workers)
@@ -133,3 +178,8 @@ def ddp_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
 def ps_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
     """The parameter-server strategy's hook: :func:`add_ps_comm` for ``setting.servers``."""
     return add_ps_comm(graph, traced, setting.servers)
+
+
+def fsdp_comm(graph: nx.DiGraph, traced: TracedStep, setting) -> list[dict]:
+    """The FSDP strategy's hook: :func:`add_fsdp_comm` for ``setting.workers``."""
+    return add_fsdp_comm(graph, traced, setting.workers)

@@ -11,9 +11,14 @@ that read it. Walking the ops in execution order:
 - parameters, buffers, the batch and the optimizer's state (traced once per kind of parameter
   and scaled to each parameter: SGD's momentum, Adam's two moments) are held all step long;
   the gradients from the moment they are made to the end of the update;
-- the distributed strategy adds its own buffers: DDP's gradient buckets (a copy of every
-  gradient, held all step); a parameter-server worker holds no optimizer state (its server
-  steps) but receives a copy of the parameters after its backward pass.
+- the distributed strategy's declaration (:class:`~driple.strategies.WorkerMemory`) adds or
+  removes the rest: DDP's gradient buckets (a copy of every gradient, held all step); a
+  parameter-server worker holds no optimizer state (its server steps) but receives a copy of
+  the parameters after its backward pass; an FSDP worker holds 1/W of the parameters,
+  gradients and optimizer state, gathers a unit's full parameters while it computes (the
+  unit computing and the one prefetched: the two largest units, plus the root unit, which
+  stays gathered from forward to backward), and frees each full gradient once it is
+  reduce-scattered.
 
 The peak is the largest total over the step, with its breakdown. ``sampled=True`` gives the
 peak the collector's memory label sees instead: a rank reads its allocated bytes at module
@@ -117,22 +122,26 @@ def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, 
     return live, {n: size.get(storage[n], 0) for n in kept_nodes if n is not None and n in storage}
 
 
-def simulate(traced, strategy: str = "ddp", sampled: bool = False) -> MemoryEstimate:
+def simulate(traced, strategy: str = "ddp", sampled: bool = False, workers: int = 2) -> MemoryEstimate:
     """The peak of one training step of ``traced`` (:class:`~driple.graph.trace.TracedStep`) for
-    one worker of ``strategy`` (``ddp``, ``ps``, or ``none`` for a single process); with
-    ``sampled``, the peak at the points the collector samples (module docstring)."""
-    return _estimate(_step_memory(traced, strategy), sampled)
+    one worker of ``strategy`` (a registered strategy's name, or ``none`` for a single process)
+    among ``workers``; with ``sampled``, the peak at the points the collector samples (module
+    docstring)."""
+    return _estimate(_step_memory(traced, strategy, workers), sampled)
 
 
-def simulate_both(traced, strategy: str = "ddp") -> tuple[MemoryEstimate, MemoryEstimate]:
+def simulate_both(traced, strategy: str = "ddp", workers: int = 2) -> tuple[MemoryEstimate, MemoryEstimate]:
     """``(whole peak, peak at the sampled points)`` of :func:`simulate`, from one walk of the step."""
-    parts = _step_memory(traced, strategy)
+    parts = _step_memory(traced, strategy, workers)
     return _estimate(parts, False), _estimate(parts, True)
 
 
-def _step_memory(traced, strategy: str) -> dict:
+def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
     """What both estimates read: the live transient bytes after each op, what is held all step,
     the gradients, the optimizer's state and update transient, the strategy's buffers."""
+    from driple.strategies import worker_memory
+
+    declared = worker_memory(strategy)
     graph = traced.graph_module
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     params = int(sum(traced.param_bytes))
@@ -143,15 +152,34 @@ def _step_memory(traced, strategy: str) -> dict:
     live, kept = transient_profile(graph, placeholders, [traced.loss_node, *grads])
     grad_bytes = int(sum(kept.get(g, 0) for g in grads))
     state, update_peak = _optimizer(traced)
-    comm, comm_after_backward = 0, 0
-    if strategy == "ddp":  # the reducer's buckets: a copy of every gradient, held all step
+    comm, comm_after_backward, gathered = 0, 0, 0
+    if declared.gradient_copy:
         comm = grad_bytes
-    elif strategy == "ps":  # the server steps the optimizer; the worker gets the parameters back
+    if not declared.optimizer_on_worker:
         state, update_peak, comm_after_backward = 0, 0, params
+    if declared.sharded:
+        w = max(int(workers), 1)
+        live, _ = transient_profile(graph, placeholders, [traced.loss_node])  # full grads freed
+        kept = {}
+        gathered = _gathered_bytes(traced, declared.units, w)
+        params, state, update_peak, grad_bytes = params // w, state // w, update_peak // w, grad_bytes // w
     return {"traced": traced, "live": live, "kept": kept, "grads": grads, "grad_bytes": grad_bytes,
             "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
-            "comm": comm, "comm_after_backward": comm_after_backward,
+            "comm": comm, "comm_after_backward": comm_after_backward, "gathered": gathered,
             "held": params + other_inputs + state + batch + comm}
+
+
+def _gathered_bytes(traced, units_ref: str, workers: int) -> int:
+    """Bytes an FSDP worker holds beyond its shards while it computes: the full parameters of
+    the two largest units (the one computing and the one prefetched) and of the root unit."""
+    from driple.strategies.registry import resolve_function
+
+    sizes = traced.param_bytes
+    units = resolve_function(units_ref)(list(traced.param_names))
+    full = [sum(sizes[i] for i in u) for u in units]
+    root = full[-1] if units and all("." not in traced.param_names[i] for i in units[-1]) else 0
+    blocks = sorted(full[:-1] if root else full, reverse=True)
+    return int((sum(blocks[:2]) + root) * (workers - 1) / workers)
 
 
 def _estimate(p: dict, sampled: bool) -> MemoryEstimate:
@@ -163,18 +191,24 @@ def _estimate(p: dict, sampled: bool) -> MemoryEstimate:
         points = [position[n] for n in [traced.loss_node, *grads] if n in position]
         live = live[points] if points else live
         update_peak = 0
-    fb_peak = int(live.max()) if len(live) else 0
+    fb_peak = int(live.max()) + p["gathered"] if len(live) else 0
     update_total = grad_bytes + update_peak + p["comm_after_backward"]
     if fb_peak >= update_total:
         # at the forward/backward peak: the gradients made so far are part of the live bytes
-        phase, transient = "forward/backward", fb_peak
-        grads_at_peak = _grads_at_peak(graph, live, p["kept"], grads) if not sampled else min(grad_bytes, fb_peak)
+        phase, transient, gathered = "forward/backward", fb_peak, p["gathered"]
+        if not p["kept"]:  # sharded: the gradient shards are part of the update's bytes only
+            grads_at_peak = 0
+        elif sampled:
+            grads_at_peak = min(grad_bytes, fb_peak)
+        else:
+            grads_at_peak = _grads_at_peak(graph, live, p["kept"], grads)
     else:
-        phase, transient, grads_at_peak = "update", update_total, grad_bytes
+        phase, transient, grads_at_peak, gathered = "update", update_total, grad_bytes, 0
     after = p["comm_after_backward"] if phase == "update" else 0
-    breakdown = {"parameters": p["params"], "gradients": grads_at_peak, "optimizer_state": p["state"],
-                 "activations": transient - grads_at_peak - after, "communication": p["comm"] + after,
-                 "batch": p["batch"]}
+    breakdown = {"parameters": p["params"] + gathered, "gradients": grads_at_peak,
+                 "optimizer_state": p["state"],
+                 "activations": transient - grads_at_peak - after - gathered,
+                 "communication": p["comm"] + after, "batch": p["batch"]}
     return MemoryEstimate(int(p["held"] + transient), breakdown, phase)
 
 
@@ -218,14 +252,14 @@ def _optimizer(traced) -> tuple[int, int]:
 
 
 def simulate_job(model: str, batch_size: int, optimizer: str = "sgd", strategy: str = "ddp",
-                 sampled: bool = False, **knobs) -> MemoryEstimate:
+                 sampled: bool = False, workers: int = 2, **knobs) -> MemoryEstimate:
     """:func:`simulate` for a zoo model or a user factory, traced on the meta device."""
     from driple.graph.trace import trace_training_step
     from driple.zoo.workload import example_batch, load_workload
 
     wl = load_workload(model, batch_size, knobs, shapes_only=True)
     traced = trace_training_step(wl.model, example_batch(wl, batch_size), wl.loss_fn, optimizer)
-    return simulate(traced, strategy, sampled=sampled)
+    return simulate(traced, strategy, sampled=sampled, workers=workers)
 
 
 def fit_offset(simulated_mb, measured_mb) -> tuple[float, float]:

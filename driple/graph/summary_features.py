@@ -42,13 +42,14 @@ figures of :mod:`driple.hardware.host_speed`; units in the names):
 - ``prior_compute_s`` = FLOPs / the host's GEMM FLOP/s; ``prior_memory_s`` = traffic bytes /
   its copy bandwidth; ``prior_busy_s`` = their sum (the roofline's two terms added: a
   conservative step without overlap);
-- ``prior_comm_s``: communication time: all-reduce max(tx, rx) bytes / link rate (both
+- ``prior_comm_s``: communication time, as the setting's strategy declares its link use
+  (:data:`~driple.strategies.LINK_USES`): collectives max(tx, rx) bytes / link rate (both
   directions at once); parameter server (tx + rx) x workers / servers / link rate (push then
   pull, through each server's link, which carries every worker's share);
 - ``prior_step_s`` = ``prior_busy_s`` + ``prior_comm_s``: the analytic step time (roofline
   compute and memory terms plus communication, no overlap);
-- ``prior_memory_mb``: parameters + gradients + optimizer state + forward outputs, MB (a peak
-  allocation estimate); ``prior_memory_pct``: the same in % of the host's memory.
+- ``prior_memory_mb``: parameters + gradients + optimizer state (divided over the workers
+  when the strategy shards them) + forward outputs, MB (a peak allocation estimate); ``prior_memory_pct``: the same in % of the host's memory.
 
 Which target a prior stands for is declared with the target (:mod:`driple.metrics`,
 ``Resource.priors`` / ``Target.prior``).
@@ -62,6 +63,7 @@ import numpy as np
 
 from driple.errors import DripleError
 from driple.hardware.host_speed import HostSpeed
+from driple.strategies import find_strategy
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: Copies of the parameters an optimizer keeps as state (SGD with momentum: the velocity; Adam,
@@ -182,10 +184,14 @@ def feature_vector(features: Mapping) -> list:
 def link_bytes_per_s(setting, host: HostSpeed) -> float:
     """Rate of one worker's link in bytes/s: the setting's (emulated or real) link rate, or the
     host's loopback rate for a setting without one."""
+    s = _setting(setting)
+    return s.link_bps / 8.0 if s.link_bps else float(host.loopback_bytes_per_s)
+
+
+def _setting(setting):
     from driple.settings import Setting, parse_setting
 
-    s = setting if isinstance(setting, Setting) else parse_setting(str(setting))
-    return s.link_bps / 8.0 if s.link_bps else float(host.loopback_bytes_per_s)
+    return setting if isinstance(setting, Setting) else parse_setting(str(setting))
 
 
 def priors(features, setting, host: HostSpeed) -> dict:
@@ -207,10 +213,15 @@ def priors(features, setting, host: HostSpeed) -> dict:
     compute = col["gflops"] * 1e9 / host.flops_per_s
     memory = col["traffic_mb"] * 1e6 / host.memory_bytes_per_s
     tx, rx = col["comm_tx_mb"] * 1e6, col["comm_rx_mb"] * 1e6
-    servers = col["servers"]
-    fan_in = np.where(servers > 0, col["workers"] / np.maximum(servers, 1), 1.0)
-    comm = np.where(servers > 0, fan_in * (tx + rx), np.maximum(tx, rx)) / link
-    peak_mb = 2 * col["param_mb"] + col["optimizer_state_mb"] + col["activation_mb"]
+    strategy = find_strategy(_setting(setting).strategy)
+    if strategy is not None and strategy.link_use == "fan_in":
+        comm = col["workers"] / np.maximum(col["servers"], 1) * (tx + rx) / link
+    else:
+        comm = np.maximum(tx, rx) / link
+    state_mb = 2 * col["param_mb"] + col["optimizer_state_mb"]
+    if strategy is not None and strategy.memory.sharded:
+        state_mb = state_mb / np.maximum(col["workers"], 1)
+    peak_mb = state_mb + col["activation_mb"]
     host_mb = host.memory_mb
     return {
         "link_mb_s": np.full(len(f), link / 1e6),

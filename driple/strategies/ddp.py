@@ -3,7 +3,7 @@
 no parameter servers, always synchronous."""
 from __future__ import annotations
 
-from driple.strategies.registry import Strategy, register_strategy
+from driple.strategies.registry import Strategy, WorkerMemory, register_strategy
 
 DDP = register_strategy(Strategy(
     name="ddp",
@@ -14,4 +14,6 @@ DDP = register_strategy(Strategy(
     comm="driple.graph.comm:ddp_comm",
     worker="driple.collect.workers.ddp",
     comm_units="all-reduce buckets",
+    link_use="duplex",
+    memory=WorkerMemory(gradient_copy=True),  # the reducer's buckets hold a copy of every gradient
 ))

@@ -7,7 +7,7 @@ communication nodes and the collector's servers both use it, so graph and job ag
 """
 from __future__ import annotations
 
-from driple.strategies.registry import Strategy, register_strategy
+from driple.strategies.registry import Strategy, WorkerMemory, register_strategy
 
 
 def ps_shards(param_bytes: list[int], servers: int) -> list[int]:
@@ -34,4 +34,6 @@ PS = register_strategy(Strategy(
     comm_units="server shards",
     servers=True,
     asynchronous=True,
+    link_use="fan_in",
+    memory=WorkerMemory(optimizer_on_worker=False),  # servers step; parameters come back by pull
 ))

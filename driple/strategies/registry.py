@@ -5,8 +5,11 @@ settings are valid, how its communication is added to a traced step's op graph, 
 module every rank runs, and what of a setting shapes the graph (the graph-cache key). The
 readers: :mod:`driple.settings` (ids), :mod:`driple.graph.build` (communication),
 :mod:`driple.collect.launcher` (workers), :mod:`driple.inspector.dataset` (cache keys) and
-``driple graph``. A new strategy is one :func:`register_strategy` call (see :mod:`.ddp`,
-:mod:`.ps`); nothing else changes.
+``driple graph``, and the two physical priors that depend on the strategy: how its messages
+use a link (:attr:`Strategy.link_use`, read by :mod:`driple.graph.summary_features`) and what
+one worker holds in memory (:class:`WorkerMemory`, read by :mod:`driple.graph.memory`). A new
+strategy is one :func:`register_strategy` call (see :mod:`.ddp`, :mod:`.ps`, :mod:`.fsdp`) plus
+its graph hook and its worker; no other module branches on a strategy's name.
 
 The graph hook and the worker are named as ``"module:function"`` and ``"module"`` strings, read
 by the layer that uses them, so declaring a strategy imports neither the graph builder nor
@@ -24,6 +27,36 @@ from driple.errors import DripleError
 #: The ranks part of a setting id: optional ``p<servers>``, then ``w<workers>``.
 RANKS = r"(?:p(?P<servers>\d+))?w(?P<workers>\d+)"
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: How a strategy's messages use a worker's link (:attr:`Strategy.link_use`).
+LINK_USES = {
+    "duplex": "collectives send and receive at once: time = max(tx, rx) / link",
+    "fan_in": "push then pull through each server's link, which carries every worker's share: "
+              "time = (tx + rx) x workers / servers / link",
+}
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """What one worker of a strategy holds beyond its activations (the memory simulator's and
+    the memory prior's input).
+
+    Args:
+        gradient_copy: A second copy of every gradient is held all step (DDP's reducer buckets).
+        optimizer_on_worker: The worker steps the optimizer and holds its state (False: the
+            servers do, and the worker receives fresh parameters after its backward pass).
+        units: ``"module:function"`` grouping parameter names into sharded units
+            (``function(param_names) -> [[index, ...], ...]``); set: parameters, gradients and
+            optimizer state are divided over the workers, and a unit's full parameters are
+            gathered only while it computes. None: every worker holds the whole model.
+    """
+
+    gradient_copy: bool = False
+    optimizer_on_worker: bool = True
+    units: Optional[str] = None
+
+    @property
+    def sharded(self) -> bool:
+        return self.units is not None
 
 
 @dataclass(frozen=True)
@@ -51,6 +84,8 @@ class Strategy:
             strategy cannot run; None: no other rule.
         ranks: Regex of the ranks part of an id, with the named groups ``workers`` and
             optionally ``servers`` (:data:`RANKS` by default).
+        link_use: How its messages use a link, a key of :data:`LINK_USES`.
+        memory: What one worker holds (:class:`WorkerMemory`).
     """
 
     name: str
@@ -65,6 +100,8 @@ class Strategy:
     asynchronous: bool = False
     validate: Optional[Callable] = None
     ranks: str = RANKS
+    link_use: str = "duplex"
+    memory: WorkerMemory = WorkerMemory()
 
     def check(self, setting) -> None:
         """Refuse (:class:`DripleError`) a setting this strategy cannot run."""
@@ -104,6 +141,8 @@ def register_strategy(strategy: Strategy) -> Strategy:
         raise ValueError(f"strategy name {strategy.name!r} must be a lower-case word (not 'none')")
     if strategy.name in _STRATEGIES:
         raise ValueError(f"strategy {strategy.name!r} registered twice")
+    if strategy.link_use not in LINK_USES:
+        raise ValueError(f"strategy {strategy.name!r}: link_use must be one of {', '.join(LINK_USES)}")
     _STRATEGIES[strategy.name] = strategy
     return strategy
 
@@ -111,6 +150,13 @@ def register_strategy(strategy: Strategy) -> Strategy:
 def unregister_strategy(name: str) -> None:
     """Remove a registered strategy (tests register toy ones)."""
     _STRATEGIES.pop(name, None)
+
+
+def worker_memory(name) -> WorkerMemory:
+    """What one worker of strategy ``name`` holds; a single process (``"none"``, unknown) holds
+    the plain model (:class:`WorkerMemory` defaults)."""
+    strategy = find_strategy(name)
+    return strategy.memory if strategy is not None else WorkerMemory()
 
 
 def strategy_names() -> tuple[str, ...]:

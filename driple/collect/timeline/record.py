@@ -31,7 +31,7 @@ import numpy as np
 from driple.errors import DripleError
 
 FORMAT = "driple-timeline-1"
-COMM_KINDS = {"allreduce": 0, "broadcast": 1, "pushpull": 2}
+COMM_KINDS = {"allreduce": 0, "broadcast": 1, "pushpull": 2, "allgather": 3, "reducescatter": 4}
 COMM_COLUMNS = ("iteration", "peer", "kind", "start", "end", "tx_bytes", "rx_bytes")
 SERVE_COLUMNS = ("worker", "seq", "entry", "release")
 _SHAPES = {"iters": 2, "compute": 2, "comm": len(COMM_COLUMNS), "serve": len(SERVE_COLUMNS), "mem": 2}

@@ -249,7 +249,8 @@ def batch_len(inputs) -> int | None:
     return int(shape[0]) if shape else None
 
 
-def write_info(workdir: Path, name: str, workload, model, inputs=None) -> None:
+def write_info(workdir: Path, name: str, workload, model, inputs=None, **extra) -> None:
+    """``<name>.json``: the model's facts (``extra``: a strategy's own, e.g. its FSDP units)."""
     params = list(model.parameters())
     info = {
         "batch_size": batch_len(inputs),
@@ -260,6 +261,7 @@ def write_info(workdir: Path, name: str, workload, model, inputs=None) -> None:
         "param_bytes": int(sum(p.numel() * p.element_size() for p in params)),
         "trainable_bytes": int(sum(p.numel() * p.element_size() for p in params if p.requires_grad)),
         "pid": os.getpid(),
+        **extra,
     }
     tmp = workdir / f".{name}.json.tmp"
     tmp.write_text(json.dumps(info))
@@ -291,3 +293,53 @@ def sync(device) -> None:
         import torch
 
         torch.cuda.synchronize(device)
+
+
+def measure_collectively(job: dict, name: str, step, device, profiled_recorder=None) -> None:
+    """Warm up, then run the measured iterations of a collective job (DDP, FSDP): every rank
+    must run the same number, since a collective waits for all. Unless the job fixes it, the
+    ranks agree on it after warm-up from the slowest rank's typical iteration
+    (:func:`plan_iterations`), then top up together: the shortest measurement decides
+    (:func:`top_up_iterations`). ``step()`` runs one iteration and returns its ns; with
+    ``profiled_recorder`` the measured part runs inside a profiler window for it."""
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    spec = job["spec"]
+    wait_at_start_gate(job, name, "ready")
+    warm = [step() for _ in range(spec["warmup"])]
+    wait_at_start_gate(job, name, "warm")
+    iterations = spec["iterations"]
+    if iterations is None:
+        typical = statistics.median(warm[len(warm) // 2:])
+        slowest = torch.tensor([float(typical)], device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        iterations = plan_iterations(slowest.item() / 1e9, float(job["seconds"]),
+                                     int(job.get("min_iterations", 1)), job.get("max_seconds"))
+
+    def measure() -> None:
+        t0 = time.monotonic_ns()
+        for _ in range(iterations):
+            step()
+        if spec["iterations"] is not None:
+            return
+        done = iterations
+        for _ in range(3):
+            shortest = torch.tensor([float(time.monotonic_ns() - t0)], device=device)
+            dist.all_reduce(shortest, op=dist.ReduceOp.MIN)
+            more = top_up_iterations(shortest.item() / 1e9, done, float(job["seconds"]), job.get("max_seconds"))
+            if not more:
+                return
+            for _ in range(more):
+                step()
+            done += more
+
+    if profiled_recorder is not None:
+        from driple.collect.timeline.profiler import ProfiledWindow
+
+        with ProfiledWindow(profiled_recorder, cuda=device.type == "cuda"):
+            measure()
+    else:
+        measure()

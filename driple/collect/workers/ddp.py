@@ -18,14 +18,12 @@ dropped and the process group destroyed before the worker ends, and it ends with
 ``os._exit`` after flushing, so interpreter finalisation never races a library thread.
 
 The number of measured iterations must be the same on every rank (an all-reduce waits for all):
-unless the job fixes it, the ranks agree on it after warm-up from the slowest rank's
-iteration time (:func:`~driple.collect.workers.common.plan_iterations`).
+:func:`~driple.collect.workers.common.measure_collectively` has the ranks agree on it.
 """
 from __future__ import annotations
 
 import gc
 import queue
-import statistics
 import threading
 import time
 from datetime import timedelta
@@ -36,12 +34,10 @@ from driple.collect.workers.common import (
     announce,
     device_for,
     env_contract,
-    plan_iterations,
+    measure_collectively,
     run_and_exit,
     single_thread,
     sync,
-    top_up_iterations,
-    wait_at_start_gate,
     write_info,
 )
 
@@ -204,40 +200,7 @@ def run(job: dict) -> int:
         buckets.flush(events)
         return took
 
-    wait_at_start_gate(job, name, "ready")
-    warm = [step() for _ in range(spec["warmup"])]
-    wait_at_start_gate(job, name, "warm")
-    iterations = spec["iterations"]
-    if iterations is None:
-        typical = statistics.median(warm[len(warm) // 2:])
-        slowest = torch.tensor([float(typical)], device=device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        iterations = plan_iterations(slowest.item() / 1e9, float(job["seconds"]),
-                                     int(job.get("min_iterations", 1)), job.get("max_seconds"))
-    def measure() -> None:
-        t0 = time.monotonic_ns()
-        for _ in range(iterations):
-            step()
-        if spec["iterations"] is not None:
-            return
-        done = iterations
-        for _ in range(3):  # the ranks agree on the top-up: the shortest measurement decides
-            shortest = torch.tensor([float(time.monotonic_ns() - t0)], device=device)
-            dist.all_reduce(shortest, op=dist.ReduceOp.MIN)
-            more = top_up_iterations(shortest.item() / 1e9, done, float(job["seconds"]), job.get("max_seconds"))
-            if not more:
-                return
-            for _ in range(more):
-                step()
-            done += more
-
-    if use_profiler:
-        from driple.collect.timeline.profiler import ProfiledWindow
-
-        with ProfiledWindow(recorder, cuda=device.type == "cuda"):
-            measure()
-    else:
-        measure()
+    measure_collectively(job, name, step, device, recorder if use_profiler else None)
     log.close()
     recorder.save(workdir)
     if comm is not None:
