@@ -28,7 +28,7 @@ import torch
 from driple.zoo import build_workload, estimate_step_seconds, list_models, make_optimizer, resolve_config, sweep_configs
 from driple.zoo.optim import OPTIMIZERS
 from driple.zoo.registry import family_of
-from driple.zoo.sweep import _key, forward_cost
+from driple.zoo.sweep import config_key, forward_cost
 
 
 def time_step(name: str, batch_size: int | None = None, optimizer: str = "sgd", warmup: int = 2,
@@ -63,7 +63,7 @@ def fit(rows: list[dict]) -> None:
     a = np.zeros((len(rows), len(cols)))
     for i, r in enumerate(rows):
         family = family_of(r["name"]).name
-        c, b = forward_cost(family, _key(resolve_config(r["name"], **r["knobs"]))), r["batch_size"]
+        c, b = forward_cost(family, config_key(resolve_config(r["name"], **r["knobs"]))), r["batch_size"]
         a[i, cols.index(f"flop:{family}")] = b * c.flops
         a[i, cols.index(f"element:{family}")] = b * c.elements
         a[i, cols.index("op")] = c.ops

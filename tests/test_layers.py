@@ -1,9 +1,11 @@
 """The package's layers point down, its modules take no one else's private names, and its
 imports form no cycle.
 
-Layers, top to bottom: cli > evaluation > predict > inspector | collect > graph > zoo > core,
-where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
-strategies, ...) and the hardware package (what a machine is: every layer names one).
+Layers, top to bottom: scripts > cli > evaluation > predict > inspector | collect > graph > zoo >
+core, where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
+strategies, ...) and the hardware package (what a machine is: every layer names one). The
+scripts of ``scripts/`` stand above the package: they may import any of it, never a private
+name, never another script, and they stay thin.
 inspector and collect are siblings: neither imports the other. The imports are read from the
 source with ``ast`` (every import, also those inside functions), never executed.
 """
@@ -13,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # holds the driple/ package
-RANK = {"cli": 6, "evaluation": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
+RANK = {"scripts": 7, "cli": 6, "evaluation": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
 ENTRY_POINTS = {"driple.__main__"}  # `python -m driple` runs the CLI: it stands above it
 INFRASTRUCTURE = {"driple._lazy"}  # a private module every package's __init__ may use
 
@@ -25,6 +27,8 @@ def module_name(path: Path, root: Path) -> str:
 
 def layer(module: str) -> str:
     parts = module.split(".")
+    if parts[0] == "scripts":
+        return "scripts"
     return parts[1] if len(parts) > 1 and parts[1] in RANK else "core"
 
 
@@ -57,7 +61,8 @@ def imports(path: Path, root: Path):
 
 
 def sources(root: Path) -> list[Path]:
-    return sorted((root / "driple").rglob("*.py"))
+    """The package's modules and the scripts (``scripts.<name>``)."""
+    return sorted((root / "driple").rglob("*.py")) + sorted((root / "scripts").glob("*.py"))
 
 
 def upward_imports(root: Path) -> list[str]:
@@ -116,7 +121,10 @@ def import_cycle(root: Path) -> list[str]:
 def test_the_package_is_read():
     names = {module_name(p, ROOT) for p in sources(ROOT)}
     assert {"driple.cli.predict", "driple.predict.predictor", "driple.graph.build", "driple.metrics",
-            "driple.strategies.registry", "driple.zoo.workload", "driple.collect.sampling.native"} <= names
+            "driple.strategies.registry", "driple.zoo.workload", "driple.collect.sampling.native",
+            "driple.evaluation.reproduce.accuracy", "driple.predict.ship_settings", "driple.evaluation.bench_sampler",
+            "scripts.reproduce", "scripts.ship_inspectors"} <= names
+    assert layer("scripts.reproduce") == "scripts" and layer("driple.evaluation.reproduce.run") == "evaluation"
 
 
 def test_imports_point_down():
@@ -146,6 +154,7 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         "driple/inspector/train.py": "from . import _native\n",  # its own package's private module
         "driple/inspector/_native.py": "",
         "driple/predict/__init__.py": "from driple.inspector import _native\n",
+        "scripts/run.py": "from driple.graph.build import _hidden\nfrom driple.zoo import models\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +166,7 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
     assert private_names_taken(tmp_path) == [
         "driple.graph.build:1 takes driple.zoo.models._secret",
         "driple.predict:1 imports the private module driple.inspector._native",
+        "scripts.run:1 takes driple.graph.build._hidden",
     ]
     assert import_cycle(tmp_path) == ["driple.graph.build", "driple.zoo.models", "driple.graph.build"]
 
@@ -184,3 +194,29 @@ def test_no_script_imports_another_script(tmp_path):
     (tmp_path / "scripts" / "a.py").write_text("import b\nfrom driple import errors\n")
     (tmp_path / "scripts" / "b.py").write_text("x = 1\n")
     assert scripts_importing_scripts(tmp_path) == ["a:1 imports b"]
+
+
+#: The most lines a script has: it parses, calls the package, prints.
+SCRIPT_LINES = 150
+
+
+def fat_scripts(root: Path) -> list[str]:
+    """``script: N lines`` for every script over :data:`SCRIPT_LINES`, and ``script edits
+    sys.path`` for one that does (scripts import the installed package)."""
+    wrong = []
+    for path in sorted((root / "scripts").glob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > SCRIPT_LINES:
+            wrong.append(f"{path.stem}: {len(text.splitlines())} lines")
+        if "sys.path" in text:
+            wrong.append(f"{path.stem} edits sys.path")
+    return wrong
+
+
+def test_scripts_are_thin(tmp_path):
+    assert fat_scripts(ROOT) == []
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "long.py").write_text("x = 1\n" * (SCRIPT_LINES + 1))
+    (tmp_path / "scripts" / "path.py").write_text("import sys\nsys.path.insert(0, '..')\n")
+    (tmp_path / "scripts" / "thin.py").write_text("x = 1\n" * SCRIPT_LINES)
+    assert fat_scripts(tmp_path) == [f"long: {SCRIPT_LINES + 1} lines", "path edits sys.path"]

@@ -67,7 +67,7 @@ def estimate_step_seconds(name: str, batch_size: int | None = None, optimizer: s
         raise DripleError(f"unknown optimizer {optimizer!r}; use one of {', '.join(OPTIMIZERS)}")
     config = resolve_config(name, batch_size, **knobs)
     family = family_of(name).name
-    return _seconds(family, forward_cost(family, _key(config)), config["batch_size"], optimizer)
+    return _seconds(family, forward_cost(family, config_key(config)), config["batch_size"], optimizer)
 
 
 def sweep_configs(seed: int = 0, n: int | None = None) -> list[dict]:
@@ -87,7 +87,7 @@ def sweep_configs(seed: int = 0, n: int | None = None) -> list[dict]:
         per_variant = []
         for knobs, batch_sizes in variants:
             config = resolve_config(family, **knobs)
-            cost = forward_cost(family, _key(config))
+            cost = forward_cost(family, config_key(config))
             fits = [
                 {"name": family, "knobs": _plain(knobs), "batch_size": b, "optimizer": opt,
                  "est_seconds": round(_seconds(family, cost, b, opt), 4)}
@@ -148,7 +148,7 @@ def _seconds(family: str, cost: ForwardCost, batch_size: int, optimizer: str) ->
     return batch_size * per_sample + cost.ops * SECONDS_PER_OP + cost.params * SECONDS_PER_PARAM[optimizer]
 
 
-def _key(config: dict) -> str:
+def config_key(config: dict) -> str:
     """A canonical form of a config without its batch size; with the family, the cost cache key
     (families with the same knobs, e.g. alexnet and mobilenetv2, share keys)."""
     return json.dumps({k: v for k, v in config.items() if k != "batch_size"}, sort_keys=True, default=list)
@@ -236,7 +236,7 @@ def write_cost_table(path: Path = COST_TABLE) -> int:
     rows = []
     for family, variants in SWEEP_GRID.items():
         for knobs, _ in variants:
-            key = _key(resolve_config(family, **knobs))
+            key = config_key(resolve_config(family, **knobs))
             cost = _count_forward(family, key)
             rows.append({"family": family, "key": key, **cost.__dict__})
     path.write_text(json.dumps(rows, indent=0) + "\n")

@@ -45,7 +45,7 @@ def test_sweep_configs_seed_and_size():
 
 def test_shipped_cost_table_is_current():
     shipped = sweep_mod._shipped_costs()
-    grid = {(f, sweep_mod._key(resolve_config(f, **k))) for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
+    grid = {(f, sweep_mod.config_key(resolve_config(f, **k))) for f, vs in sweep_mod.SWEEP_GRID.items() for k, _ in vs}
     assert grid <= set(shipped), "run driple.zoo.sweep.write_cost_table()"
     for family, key in random.Random(0).sample(sorted(grid), 4):
         cost = sweep_mod._count_forward(family, key)
