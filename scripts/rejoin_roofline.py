@@ -66,7 +66,7 @@ def main(argv=None) -> int:
 
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.dataset import dataset_built_as
     from driple.inspector.scores import table_summary
     from driple.predict.registry import resolve
     from driple.setting_datasets import SettingDatasets
@@ -87,9 +87,7 @@ def main(argv=None) -> int:
             inspector = load_inspector(str(resolve(setting, root=a.models_dir)[0]))
             if inspector.roofline is None:
                 raise DripleError(f"the shipped {setting} inspector has no roofline to join again")
-            b = inspector.build_options()
-            dataset = InspectorDataset(index.dataset_dir(setting), groups=b["groups"], grouping=b["grouping"],
-                                       features=b["features"], seed=b["seed"], progress=False)
+            dataset = dataset_built_as(inspector, index.dataset_dir(setting))
             try:
                 scores = rejoined_scores(entry, dataset, inspector.roofline.host, a.overlap, a.terms)
             except DripleError as err:

@@ -83,16 +83,14 @@ def main(argv=None) -> int:
 
     from driple.errors import DripleError
     from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.dataset import dataset_built_as
 
     torch.set_num_threads(args.threads)
     try:
         inspector = load_inspector(args.inspector)
         if inspector.roofline is None:
             raise DripleError(f"{args.inspector} has no roofline member: this study joins one per seed")
-        builder = inspector.build_options()
-        dataset = InspectorDataset(args.dataset, groups=builder["groups"], grouping=builder["grouping"],
-                                   features=builder["features"], seed=builder["seed"], progress=False)
+        dataset = dataset_built_as(inspector, args.dataset)
         result = run(inspector, dataset, args.seeds, set(args.families) if args.families else None)
     except DripleError as err:
         print(f"seed_spread: error: {err}", file=sys.stderr)

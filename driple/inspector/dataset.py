@@ -434,3 +434,10 @@ class InspectorDataset(InMemoryDataset):
         return (f"{self.__class__.__name__}({osp.basename(osp.normpath(self.root))}, "
                 f"{len(self)} jobs, groups={self.options['groups']}, "
                 f"features={self.options['features']!r})")
+
+
+def dataset_built_as(inspector, root: str, progress: bool = False) -> InspectorDataset:
+    """The dataset at ``root`` with its graphs built as ``inspector``'s were (its
+    :meth:`~driple.inspector.checkpoint.TrainedInspector.build_options`: groups, grouping,
+    features, seed), so that its predictions on them are the ones it was scored with."""
+    return InspectorDataset(root, **inspector.build_options(), progress=progress)

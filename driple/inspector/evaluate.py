@@ -203,14 +203,12 @@ def own_jobs(predictor, progress: bool = False) -> tuple:
     """``(dataset, split)``: the dataset the checkpoint records, its graphs built as the
     checkpoint's were (groups, grouping, features, seed), and :func:`checkpoint_split` of it:
     what a script needs to fit a member again on the inspector's own training jobs."""
-    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.dataset import dataset_built_as
 
     root = predictor.info.get("dataset")
     if not root:
         raise DripleError(f"the {predictor.setting} inspector records no dataset: its training jobs are unknown")
-    b = predictor.build_options()
-    dataset = InspectorDataset(root, groups=b["groups"], grouping=b["grouping"], features=b["features"],
-                               seed=b["seed"], progress=progress)
+    dataset = dataset_built_as(predictor, root, progress=progress)
     return dataset, checkpoint_split(predictor, dataset)
 
 

@@ -131,7 +131,7 @@ def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str
     coverage of the unseen-family intervals. Never used to choose; reported only."""
     import glob
 
-    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.dataset import dataset_built_as
     from driple.inspector.evaluate import rows_array
     from driple.inspector.scores import score_table, table_summary
     from driple.predict.intervals import coverage
@@ -143,10 +143,8 @@ def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str
         held = ooz.get("inspector_predictions")
         if ooz.get("setting") != setting or not held or not ooz.get("out_of_zoo"):
             continue
-        b = inspector.build_options()
         root = ooz["out_of_zoo"] if os.path.isabs(ooz["out_of_zoo"]) else os.path.join(ROOT, ooz["out_of_zoo"])
-        ds = InspectorDataset(root, groups=b["groups"], grouping=b["grouping"], features=b["features"],
-                              seed=b["seed"], progress=False)
+        ds = dataset_built_as(inspector, root)
         index = {j: i for i, j in enumerate(ds.job_ids)}
         graphs = [ds[index[j]] for j in ooz["folds"][0]["test_job_ids"]]
         measured, as_is = rows_array(held["measured"]), rows_array(held["predicted"])
