@@ -10,7 +10,9 @@
   ImageNet-size CNNs at 224x224 with small batches and GPT-2-small-size language models with
   short sequences, placed right after the first 40 zoo jobs (so an interrupted sweep still has
   them), with a cap on the measured part that fits 20 of their iterations;
-- the targets (``cpu-ddp-w2-1g``, ``cpu-ps-p1w2-1g``) get a few of those at the end;
+- the targets (``cpu-ddp-w2-1g``, ``cpu-ps-p1w2-1g``, the FSDP settings) get a few of those at
+  the end; the FSDP grids are the same jobs as ``cpu-ddp-w2-1g``'s, so every FSDP job also
+  exists under DDP;
 - ``<setting>-retest``: the first 20 jobs of the setting's grid, measured a second time.
 """
 from __future__ import annotations
@@ -36,7 +38,8 @@ FULL_SIZE_LM = [  # (model, batch, optimizer, sequence length): GPT-2 small (124
      ("bert_base_cls", 2, "adamw", 128), ("bert_base_cls", 4, "sgd", 128)]
 TARGET_FULL_SIZE = [("resnet50", 4, "sgd", None), ("resnet50", 8, "adamw", None),
                     ("gpt2_small", 2, "sgd", 64), ("gpt2_small", 4, "adamw", 32)]
-SIZES = {"cpu-ddp-w2-lo": 340, "cpu-ddp-w2-1g": 170, "cpu-ps-p1w2-1g": 170}
+SIZES = {"cpu-ddp-w2-lo": 340, "cpu-ddp-w2-1g": 170, "cpu-ps-p1w2-1g": 170,
+         "cpu-fsdp-w2-lo": 170, "cpu-fsdp-w2-1g": 170}  # FSDP: the same jobs as cpu-ddp-w2-1g
 FULL_SIZE_AFTER = 40
 RETEST_JOBS = 20
 MAX_SECONDS = 240.0  # 20 iterations of the slowest full-size job (~9 s on this VM) plus margin

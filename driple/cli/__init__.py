@@ -17,6 +17,7 @@ COMMANDS = {
     "predict": ("predict", "predict a training job's 12 burst/idle metrics with intervals"),
     "settings": ("predict", "list the shipped inspectors (one per setting)"),
     "colocate": ("predict", "estimate how well jobs share a host or link"),
+    "compare-strategies": ("predict", "one job under DDP, FSDP and parameter server, side by side"),
     "zoo": ("graph", "list the built-in models and their knobs"),
     "graph": ("graph", "trace a training step into the grouped graph the inspector reads"),
     "hardware": ("hardware", "probe this machine into the hardware spec predictions name"),
@@ -24,6 +25,7 @@ COMMANDS = {
     "train": ("inspector", "train an inspector on a measured dataset"),
     "evaluate": ("inspector", "score an inspector against baselines on a dataset"),
     "finetune": ("inspector", "transfer an inspector to a new setting with little data"),
+    "simulate": ("schedule", "simulate a cluster scheduler that packs jobs by driple's predictions"),
 }
 
 

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="setting id of a shipped inspector (see `driple settings`; default: the "
                     "registry's default) or a path to a checkpoint (a setting id wins over a local "
                     "folder of the same name: write ./NAME for the folder)")
+    pr.add_argument("--strategy", default=None,
+                    help="use the shipped inspector of this strategy (ddp, fsdp, ps; the default "
+                    "setting's network first) instead of naming its setting")
     pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
     pr.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
     pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
@@ -63,6 +66,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "compare it with the host each inspector's labels were measured on (CPU "
                     "model, speed ratios): whether its predictions describe jobs here")
     st.set_defaults(func=run_settings)
+
+    cs = sub.add_parser(
+        "compare-strategies", help="one job under DDP, FSDP and parameter server, side by side",
+        description="Trace MODEL's training step under every strategy (2 workers; 1 server for a "
+        "parameter server) and print, per strategy: the simulated peak memory of one rank, the "
+        "bytes a worker sends and receives per step, and the predicted step time where an "
+        "inspector of that setting ships (with the machine it describes). Then which strategy is "
+        "fastest and which holds the least memory per rank.",
+        epilog="example:\n  driple compare-strategies gpt2_small --batch-size 2 --optimizer adamw",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cs.add_argument("model", help=_MODEL_HELP)
+    cs.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
+    cs.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
+    cs.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
+                    help="model knob, e.g. --set depth=50 (repeatable)")
+    cs.add_argument("--network", default="lo", help="lo (one host, default) or a link rate such as 1g")
+    cs.add_argument("--hardware", default="trained", metavar="trained|this|SPEC.json",
+                    help="the machine the step times describe (as for predict)")
+    cs.add_argument("--json", action="store_true", help="print the rows and verdicts as JSON")
+    cs.set_defaults(func=run_compare_strategies)
 
     co = sub.add_parser(
         "colocate", help="estimate how well jobs share a host or link",
@@ -106,6 +129,10 @@ def run_predict(args: argparse.Namespace) -> int:
 
     _not_empty(args, "setting", "plot", "hardware")
     t0 = time.perf_counter()
+    if args.strategy:
+        if args.setting:
+            raise DripleError("give --setting or --strategy, not both")
+        args.setting = _setting_of_strategy(args.strategy)
     predictor = _predictor(args.setting, args.hardware)
     knobs = parse_knobs(args.knobs)
     profile = predictor.predict_job(args.model, batch_size=args.batch_size,
@@ -129,6 +156,60 @@ def run_predict(args: argparse.Namespace) -> int:
                           "no simulated memory for this inspector (its registry entry has no memory fit)"))
     if args.plot:  # after the prediction is printed: a plot that cannot be written loses nothing
         _plot(profile, args.plot, args.seconds, quiet=args.json)
+    return 0
+
+
+def _setting_of_strategy(strategy: str) -> str:
+    """The shipped setting of ``strategy``: on the default setting's network when there is one."""
+    from driple.predict.registry import list_settings
+    from driple.settings import parse_setting
+    from driple.strategies import get_strategy
+
+    get_strategy(strategy)  # an unknown name lists the known ones
+    entries = list_settings()
+    default = next((parse_setting(e["setting"]) for e in entries if e["default"]), None)
+    mine = [parse_setting(e["setting"]) for e in entries if parse_setting(e["setting"]).strategy == strategy]
+    if not mine:
+        raise DripleError(f"no shipped inspector for strategy {strategy!r} (shipped: "
+                          f"{', '.join(e['setting'] for e in entries)}); `driple compare-strategies "
+                          "MODEL` still shows its simulated memory and network per step")
+    mine.sort(key=lambda s: (default is None or s.network != default.network, s.id))
+    return mine[0].id
+
+
+def run_compare_strategies(args: argparse.Namespace) -> int:
+    from driple.predict.compare import compare_strategies, verdicts
+    from driple.settings import Setting
+
+    _not_empty(args, "network", "hardware")
+    Setting(strategy="ddp", network=args.network)  # an unknown network is refused here, in words
+    rows = compare_strategies(args.model, batch_size=args.batch_size, optimizer=args.optimizer,
+                              knobs=parse_knobs(args.knobs), network=args.network, hardware=args.hardware)
+    verdict = verdicts(rows)
+    if args.json:
+        json.dump({"model": args.model, "batch_size": args.batch_size, "optimizer": args.optimizer,
+                   "network": args.network, "rows": rows, **verdict}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"{args.model}, batch {args.batch_size or 'default'}, {args.optimizer}, 2 workers on {args.network}")
+    print(f"  {'strategy':<9} {'setting':<16} {'step time (90% interval)':<28} {'peak MB/rank':>12} "
+          f"{'tx MB/step':>10} {'rx MB/step':>10}")
+    for r in rows:
+        if r["step_time_s"] is None:
+            step = "no shipped inspector"
+        else:
+            lo, hi = r["step_time_interval_s"]
+            step = f"{r['step_time_s'] * 1e3:.1f} ms ({lo * 1e3:.0f}-{hi * 1e3:.0f})"
+        print(f"  {r['strategy']:<9} {r['setting']:<16} {step:<28} {r['memory_peak_mb']:>12.1f} "
+              f"{r['tx_mb_per_step']:>10.2f} {r['rx_mb_per_step']:>10.2f}")
+    machines = sorted({r["measured_on"] for r in rows if r.get("measured_on")})
+    if machines:
+        print(f"step times describe: {', '.join(machines)}"
+              + ("" if verdict["same_machine"] else " (different machines: use --hardware this "
+                 "or a spec file to compare the strategies on one)"))
+    print(f"fastest: {verdict['fastest'] or 'unknown (no step time)'}; "
+          f"least memory per rank: {verdict['least_memory']} (simulated peak: model state, "
+          "activations and the strategy's buffers; the runtime's own heap is the same for all)")
     return 0
 
 
