@@ -42,11 +42,11 @@ def compare_strategies(model: str, batch_size: Optional[int] = None, optimizer: 
                        hardware: Any = "trained") -> list[dict]:
     """One row per strategy (module docstring) for a zoo model or a ``module:function``."""
     from driple.graph.build import build_input
-    from driple.predict.predictor import Predictor, _load_workload
+    from driple.predict.predictor import Predictor, load_job_workload
     from driple.predict.registry import list_settings
     from driple.zoo.workload import example_batch
 
-    workload = _load_workload(model, batch_size, knobs or {})
+    workload = load_job_workload(model, batch_size, knobs or {})
     batch = example_batch(workload, batch_size)
     shipped = {e["setting"] for e in list_settings()}
     rows = []

@@ -250,7 +250,7 @@ class Predictor:
 
         if batch_size is not None and int(batch_size) < 1:
             raise DripleError(f"batch size must be at least 1, not {batch_size}")
-        workload = _load_workload(model, batch_size, knobs or {})
+        workload = load_job_workload(model, batch_size, knobs or {})
         try:
             batch = example_batch(workload, batch_size)
         except DripleError as err:
@@ -392,7 +392,7 @@ def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:
     return f"{label}, batch {batch_size}, {opt}" if batch_size else f"{label}, {opt}"
 
 
-def _load_workload(model: str, batch_size, knobs: dict):
+def load_job_workload(model: str, batch_size, knobs: dict):
     """The job's workload with its model on the meta device where possible, user-code failures
     turned into clear errors."""
     from driple.zoo.workload import load_workload

@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 PARENT_ENV = "DRIPLE_PARENT_PID"  # the pid a rank's parent must have (set by the env launcher)
@@ -343,3 +344,60 @@ def measure_collectively(job: dict, name: str, step, device, profiled_recorder=N
             measure()
     else:
         measure()
+
+
+@dataclass
+class CollectiveRank:
+    """A worker rank of a collective job (DDP, FSDP) once set up by :func:`start_collective_rank`:
+    its process group joined, its model built on its device (not yet wrapped) and its timeline
+    recorder made (``use_profiler``: a profiler window records the timeline instead of marks)."""
+
+    rank: int
+    world: int
+    local_rank: int
+    name: str
+    workdir: Path
+    spec: dict
+    device: object
+    workload: object
+    model: object
+    use_profiler: bool
+    recorder: object
+
+    def make_batch(self):
+        """This rank's synthetic batch (seeded with the job's seed + its rank)."""
+        import torch
+
+        gen = torch.Generator().manual_seed(self.spec["seed"] + self.rank)
+        return self.workload.make_batch(self.spec["batch_size"], generator=gen, device=self.device)
+
+
+def start_collective_rank(job: dict) -> CollectiveRank:
+    """Announce the rank, pin it to one compute thread, join the process group (gloo on CPU,
+    NCCL on GPU), build the job's model with its seed and make its timeline recorder."""
+    rank, world, local_rank = env_contract()
+    name = f"worker{rank}"
+    workdir = Path(job["workdir"])
+    announce(workdir, name)
+    single_thread()
+
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from driple.collect.timeline.recorder import TimelineRecorder
+    from driple.zoo.workload import load_workload
+
+    spec = job["spec"]
+    device = device_for(job, local_rank)
+    cuda = device.type == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=float(job["timeout"])))
+    torch.manual_seed(spec["seed"])
+    workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
+    model = workload.model.to(device)
+    use_profiler = cuda or job.get("timeline") == "profiler"
+    recorder = TimelineRecorder(name, spec["warmup"], device="gpu" if cuda else "cpu",
+                                device_index=local_rank if cuda else 0, memory=not use_profiler, rank=rank)
+    return CollectiveRank(rank, world, local_rank, name, workdir, spec, device, workload, model,
+                          use_profiler, recorder)

@@ -26,17 +26,13 @@ import gc
 import queue
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from driple.collect.workers.common import (
     IterationLog,
-    announce,
-    device_for,
-    env_contract,
     measure_collectively,
     run_and_exit,
-    single_thread,
+    start_collective_rank,
     sync,
     write_info,
 )
@@ -124,34 +120,17 @@ class BucketLog:
 
 
 def run(job: dict) -> int:
-    rank, world, local_rank = env_contract()
-    name = f"worker{rank}"
-    workdir = Path(job["workdir"])
-    announce(workdir, name)
-    single_thread()
-
-    import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from driple.collect.timeline.record import COMM_KINDS
-    from driple.collect.timeline.recorder import TimelineRecorder
     from driple.zoo.optim import make_optimizer
-    from driple.zoo.workload import load_workload, step_loss
+    from driple.zoo.workload import step_loss
 
-    spec = job["spec"]
-    device = device_for(job, local_rank)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(job["timeout"])))
-
-    torch.manual_seed(spec["seed"])
-    workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
-    model = workload.model.to(device)
-    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
-    use_profiler = device.type == "cuda" or job.get("timeline") == "profiler"
-    recorder = TimelineRecorder(name, spec["warmup"], device="gpu" if device.type == "cuda" else "cpu",
-                                device_index=local_rank if device.type == "cuda" else 0,
-                                memory=not use_profiler, rank=rank)
+    me = start_collective_rank(job)
+    rank, world, name, workdir, spec, device = me.rank, me.world, me.name, me.workdir, me.spec, me.device
+    workload, model, recorder, use_profiler = me.workload, me.model, me.recorder, me.use_profiler
+    ddp = DDP(model, device_ids=[me.local_rank] if device.type == "cuda" else None)
     comm = None
     if device.type != "cuda":
         comm = TimedAllReduce(dist.new_group(backend="gloo"), world, recorder)
@@ -177,8 +156,7 @@ def run(job: dict) -> int:
         model.register_forward_pre_hook(_sync_ends)
 
     optimizer = make_optimizer(spec["optimizer"], ddp.parameters(), lr=spec["lr"])
-    gen = torch.Generator().manual_seed(spec["seed"] + rank)
-    inputs, targets = workload.make_batch(spec["batch_size"], generator=gen, device=device)
+    inputs, targets = me.make_batch()
     write_info(workdir, name, workload, model, inputs)
 
     log = IterationLog(workdir / f"{name}.iters")

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import gc
 import time
-from datetime import timedelta
-from pathlib import Path
 
 from driple.collect.workers.common import (
     IterationLog,
-    announce,
-    device_for,
-    env_contract,
     measure_collectively,
     run_and_exit,
-    single_thread,
+    start_collective_rank,
     sync,
     write_info,
 )
@@ -83,32 +78,15 @@ def shard_model(model, device_mesh=None) -> list[str]:
 
 
 def run(job: dict) -> int:
-    rank, world, local_rank = env_contract()
-    name = f"worker{rank}"
-    workdir = Path(job["workdir"])
-    announce(workdir, name)
-    single_thread()
-
-    import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import FSDPModule
 
-    from driple.collect.timeline.recorder import TimelineRecorder
     from driple.zoo.optim import make_optimizer
-    from driple.zoo.workload import load_workload, step_loss
+    from driple.zoo.workload import step_loss
 
-    spec = job["spec"]
-    device = device_for(job, local_rank)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(job["timeout"])))
-
-    torch.manual_seed(spec["seed"])
-    workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
-    model = workload.model.to(device)
-    use_profiler = device.type == "cuda" or job.get("timeline") == "profiler"
-    recorder = TimelineRecorder(name, spec["warmup"], device="gpu" if device.type == "cuda" else "cpu",
-                                device_index=local_rank if device.type == "cuda" else 0,
-                                memory=not use_profiler, rank=rank)
+    me = start_collective_rank(job)
+    name, workdir, spec, device = me.name, me.workdir, me.spec, me.device
+    workload, model, recorder, use_profiler = me.workload, me.model, me.recorder, me.use_profiler
     if not use_profiler:
         recorder.watch(model.parameters())  # before sharding: the hooks see every module call
     units = shard_model(model)
@@ -120,8 +98,7 @@ def run(job: dict) -> int:
                 module.set_custom_reduce_scatter(reduce_scatter)
 
     optimizer = make_optimizer(spec["optimizer"], model.parameters(), lr=spec["lr"])
-    gen = torch.Generator().manual_seed(spec["seed"] + rank)
-    inputs, targets = workload.make_batch(spec["batch_size"], generator=gen, device=device)
+    inputs, targets = me.make_batch()
     write_info(workdir, name, workload, model, inputs, fsdp_units=units)
 
     log = IterationLog(workdir / f"{name}.iters")
