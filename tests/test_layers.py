@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # holds the driple/ package
-RANK = {"scripts": 7, "cli": 6, "evaluation": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
+RANK = {"scripts": 8, "cli": 7, "evaluation": 6, "schedule": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
 ENTRY_POINTS = {"driple.__main__"}  # `python -m driple` runs the CLI: it stands above it
 INFRASTRUCTURE = {"driple._lazy"}  # a private module every package's __init__ may use
 
