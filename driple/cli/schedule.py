@@ -97,7 +97,12 @@ def run_simulate(args) -> int:
         return 0
     from driple.predict.colocate import MAX_OVERLOAD
     from driple.schedule.catalogue import held_out, load_catalogue
-    from driple.schedule.report import aggregate, format_summaries, plot_jct_cdf, summaries
+    from driple.schedule.report import (
+        aggregate,
+        format_summaries,
+        plot_jct_cdf,
+        summaries,
+    )
     from driple.schedule.simulator import run_policies
     from driple.schedule.trace import offered_load, scale_to_load, write_trace
 

@@ -68,7 +68,11 @@ def check_interference(root: str = "datasets") -> dict:
     """Errors of the interference model on the measured pairs (module doc); relative errors
     are |predicted / measured - 1| per job."""
     from driple.errors import DripleError
-    from driple.schedule.interference import InterferenceModel, fit_interference, median_error
+    from driple.schedule.interference import (
+        InterferenceModel,
+        fit_interference,
+        median_error,
+    )
 
     pairs = measured_pairs(root)
     if not pairs:
@@ -99,8 +103,8 @@ def format_interference(result: dict) -> str:
     lines = [f"interference model on {result['pairs']} measured co-run pairs ({result['jobs']} slow-downs)",
              f"  shipped constants  alpha {s['alpha']:.2f} beta {s['beta']:.2f}: median error {s['median_error']:.1%}",
              f"  refitted on all    alpha {r['alpha']:.2f} beta {r['beta']:.2f}: median error {r['median_error']:.1%}",
-             f"  leave one pair out: median error {lo['median_error']:.1%}, p90 {lo['p90_error']:.1%}, "
-             f"max {lo['max_error']:.1%}", ""]
+             (f"  leave one pair out: median error {lo['median_error']:.1%}, p90 {lo['p90_error']:.1%}, "
+              f"max {lo['max_error']:.1%}"), ""]
     for p in result["per_pair"]:
         lines.append(f"  {' + '.join(p['jobs']):<40} measured "
                      + ", ".join(f"{x:.2f}x" for x in p["measured"]) + "   model "

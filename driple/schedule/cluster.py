@@ -37,7 +37,7 @@ class Cluster:
     max_share: int = MAX_SHARE
 
     @classmethod
-    def uniform(cls, count: int, capacity: dict, max_share: int = MAX_SHARE) -> "Cluster":
+    def uniform(cls, count: int, capacity: dict, max_share: int = MAX_SHARE) -> Cluster:
         if int(count) < 1:
             raise DripleError(f"a cluster needs at least 1 node, got {count}")
         if int(max_share) < 1:

@@ -6,7 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from driple.schedule.interference import InterferenceModel, expected_stretch, fit_interference
+from driple.schedule.interference import (
+    InterferenceModel,
+    expected_stretch,
+    fit_interference,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from driple.schedule.cluster import Cluster
 from driple.schedule.interference import InterferenceModel
 from driple.schedule.policies import get_policy
 from driple.schedule.report import gain_share
-from driple.schedule.simulator import Simulation, SimJob
+from driple.schedule.simulator import SimJob, Simulation
 from driple.schedule.trace import TraceJob
 
 CAPACITY = {"compute": 100.0, "memory": 1000.0}
