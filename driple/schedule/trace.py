@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +131,8 @@ def _read_philly(path: Path) -> list:
 def _seconds(text) -> float:
     if isinstance(text, (int, float)):
         return float(text)
-    return datetime.strptime(str(text).strip(), TIME_FORMAT).timestamp()
+    # read as UTC: only differences count, and no daylight-saving hour may creep into them
+    return datetime.strptime(str(text).strip(), TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
 
 
 def _from_first(jobs: list, path) -> list:
