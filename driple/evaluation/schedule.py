@@ -54,8 +54,8 @@ def measured_pairs(root: str = "datasets") -> list[dict]:
                 names.append(f"{r['model']} bs{int(r['batch_size'])}")
                 cores.append(float(r.get("cpu_cores") or 2))
             else:
-                out.append({"corun": f"{os.path.basename(os.path.dirname(d))}/{c['corun_id']}",
-                            "setting": setting, "jobs": names, "burst": burst, "duty": duty,
+                group = os.path.relpath(d, root)
+                out.append({"corun": f"{group}/{c['corun_id']}", "group": group, "setting": setting, "jobs": names, "burst": burst, "duty": duty,
                             "capacity": 100.0 * min(cores) / workers, "slowdown": slow})
     return out
 
@@ -85,10 +85,18 @@ def check_interference(root: str = "datasets") -> dict:
         pred = m.slowdowns_of(p["burst"], p["duty"], p["capacity"])
         errs = np.abs(pred / np.asarray(p["slowdown"]) - 1.0)
         loo.extend(errs)
-        per_pair.append({"corun": p["corun"], "jobs": p["jobs"], "measured": p["slowdown"],
+        per_pair.append({"corun": p["corun"], "group": p["group"], "jobs": p["jobs"], "measured": p["slowdown"],
                          "shipped": shipped.slowdowns_of(p["burst"], p["duty"], p["capacity"]).tolist(),
                          "leave_one_out": pred.tolist()})
-    return {"pairs": len(pairs), "jobs": sum(len(p["jobs"]) for p in pairs),
+    def median_of(rows, key):
+        return float(np.median([abs(x / m - 1.0) for p in rows for x, m in zip(p[key], p["measured"])]))
+
+    by_group = {}
+    for g in sorted({p["group"] for p in per_pair}):
+        mine = [p for p in per_pair if p["group"] == g]
+        by_group[g] = {"pairs": len(mine), "median_error": median_of(mine, "shipped"),
+                       "leave_one_out_median_error": median_of(mine, "leave_one_out")}
+    return {"pairs": len(pairs), "jobs": sum(len(p["jobs"]) for p in pairs), "by_group": by_group,
             "shipped": {"alpha": shipped.alpha, "beta": shipped.beta,
                         "median_error": median_error(shipped, _cases(pairs))},
             "refitted": {"alpha": fitted.alpha, "beta": fitted.beta,
@@ -104,7 +112,10 @@ def format_interference(result: dict) -> str:
              f"  shipped constants  alpha {s['alpha']:.2f} beta {s['beta']:.2f}: median error {s['median_error']:.1%}",
              f"  refitted on all    alpha {r['alpha']:.2f} beta {r['beta']:.2f}: median error {r['median_error']:.1%}",
              (f"  leave one pair out: median error {lo['median_error']:.1%}, p90 {lo['p90_error']:.1%}, "
-              f"max {lo['max_error']:.1%}"), ""]
+              f"max {lo['max_error']:.1%}")]
+    lines += [f"  {g}: {v['pairs']} pairs, median error {v['median_error']:.1%} "
+              f"({v['leave_one_out_median_error']:.1%} leave one pair out)" for g, v in result["by_group"].items()]
+    lines.append("")
     for p in result["per_pair"]:
         lines.append(f"  {' + '.join(p['jobs']):<40} measured "
                      + ", ".join(f"{x:.2f}x" for x in p["measured"]) + "   model "

@@ -43,7 +43,7 @@ def test_a_measured_pair_densenet_and_googlenet_on_ddp():
     from driple.evaluation.schedule import measured_pairs
 
     pairs = [p for p in measured_pairs(str(ROOT / "datasets"))
-             if p["corun"] == "v2/corun-ea97c2cce9"]
+             if p["corun"] == "v2/corun-cpu-ddp-w2-1g/corun-ea97c2cce9"]
     assert len(pairs) == 1
     p = pairs[0]
     assert p["slowdown"] == pytest.approx([2.26, 2.17], abs=0.01)
