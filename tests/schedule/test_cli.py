@@ -50,3 +50,14 @@ def test_several_seeds_are_averaged(capsys):
 def test_unknown_catalogue_setting_is_one_line_exit_2(capsys):
     assert main(["simulate", "--trace", "synthetic:10", "--catalogue", "gpu-ddp-w4-10g"]) == 2
     assert "no shipped catalogue for setting 'gpu-ddp-w4-10g'" in capsys.readouterr().err
+
+
+def test_check_interference_prints_the_median_error(capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "datasets"
+    assert main(["simulate", "--check-interference", "--datasets", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "24 measured co-run pairs (48 slow-downs)" in out and "leave one pair out: median error" in out
+    assert main(["simulate", "--check-interference", "--datasets", str(root / "nowhere")]) == 2
+    assert "no measured co-run" in capsys.readouterr().err
