@@ -1,8 +1,8 @@
 """The package's layers point down, its modules take no one else's private names, and its
 imports form no cycle.
 
-Layers, top to bottom: scripts > cli > evaluation > predict > inspector | collect > graph > zoo >
-core, where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
+Layers, top to bottom: scripts > cli > evaluation > schedule > predict > inspector | collect >
+graph > zoo > core (schedule simulates schedulers that use predictions; evaluation checks it), where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
 strategies, ...) and the hardware package (what a machine is: every layer names one). The
 scripts of ``scripts/`` stand above the package: they may import any of it, never a private
 name, never another script, and they stay thin.

@@ -20,7 +20,7 @@ from driple.inspector.scaling import FeatureScaler, TargetScaler
 import driple.inspector.train as train_module
 from driple.inspector.train import TrainOptions, fit
 from driple.inspector.transfer import cache_frozen, freeze_for_transfer
-from driple.metrics import METRICS
+from driple.metrics import target_names
 
 
 def synthetic_graph(groups: int, seed: int) -> Data:
@@ -32,7 +32,7 @@ def synthetic_graph(groups: int, seed: int) -> Data:
                                        torch.randint(1, 30, (int(keep.sum()),), generator=g).float(), groups)
     x = torch.rand(groups, 3, generator=g) * torch.tensor([2.0, 50.0, 20.0])
     return Data(x=x, edge_index=edge_index, edge_weight=weight, num_nodes=groups,
-                y=torch.rand(1, len(METRICS), generator=g), feature_set="driple", vocab_digest="bench")
+                y=torch.rand(1, len(target_names()), generator=g), feature_set="driple", vocab_digest="bench")
 
 
 def zoo_graphs(names: list[str], groups: int, count: int) -> list[Data]:
@@ -41,7 +41,7 @@ def zoo_graphs(names: list[str], groups: int, count: int) -> list[Data]:
     graphs = []
     for i in range(count):
         data = build_zoo_input(names[i % len(names)], groups=groups, strategy="cpu-ddp-w2-lo")
-        data.y = torch.rand(1, len(METRICS))
+        data.y = torch.rand(1, len(target_names()))
         graphs.append(data)
         if i + 1 >= len(names):  # same graph again: the builder is deterministic
             graphs += [copy.copy(graphs[j % len(names)]) for j in range(i + 1, count)]
