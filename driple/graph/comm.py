@@ -137,16 +137,14 @@ def add_fsdp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[d
     sizes = traced.param_bytes
     users = graph.graph["param_users"]
     share = (workers - 1) / workers if workers > 1 else 0.0
-    units = fsdp_units(list(traced.param_names))
-    root = units[-1] if units and all("." not in traced.param_names[i] for i in units[-1]) else None
     out, prev = [], None
-    for u, params in enumerate(units):
+    for u, (unit, params) in enumerate(fsdp_units(list(traced.param_names))):
         payload = sum(sizes[i] for i in params)
         moved = int(round(share * payload))
         readers = {ph: [n for i in params for n in users[i] if graph.nodes[n]["phase"] == ph]
                    for ph in ("forward", "backward")}
         gathers = [("forward", f"allgather_fwd_{u}")]
-        if params is not root:
+        if unit:  # the root stays gathered from forward to backward
             gathers.append(("backward", f"allgather_bwd_{u}"))
         for phase, name in gathers:
             graph.add_node(name, op="comm.allgather", phase="comm", out_bytes=moved,

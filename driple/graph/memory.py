@@ -176,9 +176,8 @@ def _gathered_bytes(traced, units_ref: str, workers: int) -> int:
 
     sizes = traced.param_bytes
     units = resolve_function(units_ref)(list(traced.param_names))
-    full = [sum(sizes[i] for i in u) for u in units]
-    root = full[-1] if units and all("." not in traced.param_names[i] for i in units[-1]) else 0
-    blocks = sorted(full[:-1] if root else full, reverse=True)
+    root = sum(sum(sizes[i] for i in params) for name, params in units if not name)
+    blocks = sorted((sum(sizes[i] for i in params) for name, params in units if name), reverse=True)
     return int((sum(blocks[:2]) + root) * (workers - 1) / workers)
 
 

@@ -45,9 +45,10 @@ class WorkerMemory:
         optimizer_on_worker: The worker steps the optimizer and holds its state (False: the
             servers do, and the worker receives fresh parameters after its backward pass).
         units: ``"module:function"`` grouping parameter names into sharded units
-            (``function(param_names) -> [[index, ...], ...]``); set: parameters, gradients and
-            optimizer state are divided over the workers, and a unit's full parameters are
-            gathered only while it computes. None: every worker holds the whole model.
+            (``function(param_names) -> [(unit name, [index, ...]), ...]``, the root unit
+            named ``""``); set: parameters, gradients and optimizer state are divided over the
+            workers, and a unit's full parameters are gathered only while it computes (the
+            root's from forward to backward). None: every worker holds the whole model.
     """
 
     gradient_copy: bool = False

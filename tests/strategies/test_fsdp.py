@@ -27,10 +27,10 @@ def test_registration():
     ("layers.3.attn.weight", "layers.3"),       # a block of a ModuleList
     ("transformer.h.11.mlp.c_fc.weight", "transformer.h.11"),  # nested two levels down
     ("0.weight", "0"),                           # a root Sequential's child
-    ("fc.bias", "fc"),                           # a top-level child without blocks
-    ("transformer.wte.weight", "transformer"),   # outside every block: the top-level child
+    ("fc.bias", ""),                             # a head outside the blocks: the root
+    ("transformer.wte.weight", ""),              # an embedding outside the blocks: the root
     ("scale", ""),                               # the model's own parameter: the root
-    ("a.b.c.4.weight", "a"),                     # an index deeper than three levels is no block
+    ("a.b.c.4.weight", ""),                      # an index deeper than three levels is no block
 ])
 def test_unit_of_a_parameter(name, unit):
     assert unit_name(name) == unit
@@ -38,9 +38,9 @@ def test_unit_of_a_parameter(name, unit):
 
 def test_units_group_in_order_with_the_root_last():
     names = ["scale", "0.weight", "0.bias", "2.weight", "2.bias"]
-    assert fsdp_units(names) == [[1, 2], [3, 4], [0]]
+    assert fsdp_units(names) == [("0", [1, 2]), ("2", [3, 4]), ("", [0])]
     assert unit_names(names) == ["0", "2", ""]
-    assert fsdp_units(["fc.weight"]) == [[0]] and fsdp_units([]) == []
+    assert fsdp_units(["fc.weight"]) == [("", [0])] and fsdp_units([]) == []
 
 
 def _mlp():
