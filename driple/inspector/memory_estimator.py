@@ -30,8 +30,9 @@ def simulated_peak(row: dict, cache: dict) -> float:
     key = json.dumps(c, sort_keys=True)
     if key not in cache:
         try:
-            cache[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"],
-                                      parse_setting(c["setting"]).strategy, sampled=True, **c["knobs"]).peak_mb
+            setting = parse_setting(c["setting"])
+            cache[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"], setting.strategy,
+                                      sampled=True, workers=setting.workers, **c["knobs"]).peak_mb
         except DripleError:
             cache[key] = float("nan")
     return cache[key]
