@@ -24,6 +24,8 @@ DESCRIPTIONS = {
                      "namespace) joined by 1 Gbit/s links (tc tbf).",
     "cpu-ps-p1w2-1g": "Parameter server (torch.distributed.rpc over TCP), 1 server + 2 CPU "
                       "workers, synchronous, each on an emulated host with 1 Gbit/s links.",
+    "cpu-fsdp-w2-lo": "FSDP (fully_shard, gloo), 2 CPU workers of one core each on one host, "
+                      "loopback; one unit per indexed block, the rest the root unit.",
 }
 
 # how each transfer scheme of driple.inspector.transfer tunes the source, for the model card
