@@ -33,6 +33,11 @@ Stop it at any moment with Ctrl-C: finished rows are kept, the running job is re
 failed ("interrupted ...") and its processes and namespaces are removed. Run the same command
 again to continue: finished jobs (ok, or failed by a crash/timeout) are skipped, interrupted
 ones are run again (--retry-failed also re-runs crashed and hung ones).
+
+On a Slurm cluster, --executor slurm submits every pending point as an exclusive Slurm job
+(submitit) and gathers the rows as the jobs finish; OUT must be on a filesystem the nodes share.
+Stopping the driver leaves the jobs running; the same command attaches to them again and never
+runs a finished point twice. A job cancelled or lost becomes a failed row with Slurm's reason.
 """
 
 
@@ -153,6 +158,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--max-jobs", type=int, default=None, metavar="N",
                        help="run at most N of the pending jobs (grid order), leave the rest for later")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
+    sweep.add_argument("--executor", choices=["local", "slurm"], default="local",
+                       help="local: one job after another on this host (default); slurm: every point "
+                       "an exclusive Slurm job through submitit")
+    sweep.add_argument("--slurm-partition", default=None, help="Slurm partition (default: the cluster's)")
+    sweep.add_argument("--slurm-time-min", type=int, default=None,
+                       help="Slurm time limit per point, minutes (default: the job timeout + 5)")
+    sweep.add_argument("--poll-seconds", type=float, default=5.0,
+                       help="how often the slurm driver asks for finished jobs (default 5)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
     _overwrite_arg(sweep)
     sweep.set_defaults(func=cmd_sweep)
@@ -302,6 +315,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from driple.collect.sweep import run_sweep
 
     refuse_shipped(args.out, args.overwrite_shipped)
+    if args.executor == "slurm":
+        return _slurm_sweep(args)
     try:
         counts = run_sweep(args.grid, args.out, args.setting, seconds=args.seconds, timeout=args.timeout,
                            retry_failed=args.retry_failed,
@@ -321,6 +336,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     left = counts["total"] - counts["skipped"] - counts["ok"] - counts["failed"]
     if left:
         print(f"{left} job{'s' if left != 1 else ''} left for a later run (--max-jobs {args.max_jobs})")
+    return 0
+
+
+def _slurm_sweep(args: argparse.Namespace) -> int:
+    from driple.collect.slurm import run_slurm_sweep
+
+    local_only = [f"--{n.replace('_', '-')}" for n in ("wait_quiet", "host_lock") if getattr(args, n) is not None]
+    if local_only:
+        raise DripleError(f"{', '.join(local_only)} apply to --executor local only (a Slurm point has its node to itself)")
+    try:
+        counts = run_slurm_sweep(args.grid, args.out, args.setting, partition=args.slurm_partition,
+                                 time_min=args.slurm_time_min, poll_s=args.poll_seconds,
+                                 progress=not args.no_progress, launcher=args.launcher, timeout=args.timeout,
+                                 seconds=args.seconds, max_seconds=args.max_seconds,
+                                 min_iterations=args.min_iterations, retry_failed=args.retry_failed,
+                                 retry_contended=args.retry_contended, retry_delayed=args.retry_delayed,
+                                 max_jobs=args.max_jobs, allow_other_hardware=args.allow_other_hardware)
+    except KeyboardInterrupt:
+        print(f"driple: stopped gathering; the Slurm jobs go on. Run the same command again to gather "
+              f"them into {Path(args.out) / 'results.csv'}.", file=sys.stderr)
+        return 130
+    print(f"{counts['total']} jobs: {counts['skipped']} done before, {counts['submitted']} submitted now, "
+          f"{counts['attached']} submitted before; {counts['ok']} ok, {counts['failed']} failed -> "
+          f"{Path(args.out) / 'results.csv'}")
     return 0
 
 

@@ -257,6 +257,21 @@ def hardware() -> dict:
     return dict(_HOST)
 
 
+def unrun_row(spec, setting, job_id: str, seconds: float | None, reason: str, **extra) -> dict:
+    """The failed row of a job that never reached its launcher, or whose result was lost (a
+    scheduler cancelled it, its node died): the job's fields, no figures, the ``reason``."""
+    from datetime import datetime, timezone
+
+    return {
+        "job_id": job_id, "setting": setting.id, "model": spec.model, "family": None,
+        "knobs": json.dumps(spec.knobs, sort_keys=True), "batch_size": spec.batch_size,
+        "optimizer": spec.optimizer, "lr": spec.lr, "seed": spec.seed, "seconds": seconds,
+        **{m: float("nan") for m in target_names()}, "step_time": float("nan"),
+        "iterations": 0, "labels": LABELS_VERSION, "status": "failed", "reason": reason,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra,
+    }
+
+
 def build_row(run, started, duration_s: float, out_dir: Path) -> tuple[dict, dict]:
     """Row and per-rank detail of a finished :class:`~driple.collect.launcher._Run`."""
     spec, setting = run.spec, run.setting

@@ -21,6 +21,7 @@ one (:meth:`ResultTable.read` keeps the last row per job). Rows of finished jobs
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import os
 import time
@@ -146,6 +147,61 @@ def wait_for_quiet_host(max_busy_pct: float, window_s: float = 3.0, on_wait=None
             on_wait(busy, time.monotonic() - start)
 
 
+@dataclass
+class SweepPlan:
+    """What a sweep is about to do, whichever executor runs its jobs: the setting and
+    measurement parameters, the result table, the pending ``(spec, job_id)`` pairs in grid
+    order and the counts so far."""
+
+    setting: object
+    seconds: float
+    max_seconds: float
+    min_iterations: int
+    table: ResultTable
+    pending: list
+    counts: dict
+
+
+def plan_sweep(grid, out_dir, setting=None, *, seconds=None, max_seconds=None, min_iterations=None,
+               retry_failed=False, retry_contended=None, retry_delayed=None, max_jobs=None,
+               allow_other_hardware=False) -> SweepPlan:
+    """Read the grid, check its models and the dataset's hardware, record the provenance and
+    find the jobs not yet done in ``out_dir`` (see :func:`run_sweep` for the options)."""
+    from driple.collect.launcher import DEFAULT_MAX_SECONDS, MIN_ITERATIONS
+    from driple.collect.provenance import record
+
+    out_dir = Path(out_dir)
+    grid_path = None
+    if not isinstance(grid, dict):
+        grid_path = Path(grid)
+        grid = load_grid(grid_path)
+    setting = parse_setting(setting or grid.get("setting") or _missing_setting())
+    seconds = float(seconds or grid.get("seconds") or 10.0)
+    max_seconds = float(max_seconds or grid.get("max_seconds") or DEFAULT_MAX_SECONDS)
+    min_iterations = int(min_iterations or grid.get("min_iterations") or MIN_ITERATIONS)
+    ResultTable(out_dir).check_hardware(allow=allow_other_hardware)
+    from driple.zoo.workload import check_models
+
+    check_models([spec.model for spec in grid["jobs"]])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if grid_path is not None:
+        _copy_grid(grid_path, out_dir)
+    record(out_dir, setting=setting.id, seconds=seconds, jobs=len(grid["jobs"]))
+
+    table = ResultTable(out_dir)
+    done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended,
+                          max_run_delay=retry_delayed)
+    jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
+    pending = [(s, j) for s, j in jobs if j not in done]
+    counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
+    if max_jobs is not None:
+        if max_jobs < 0:
+            raise DripleError(f"--max-jobs must be >= 0, not {max_jobs}")
+        pending = pending[:max_jobs]  # the rest is left for a later run, not "done before"
+
+    return SweepPlan(setting, seconds, max_seconds, min_iterations, table, pending, counts)
+
+
 def run_sweep(
     grid: str | os.PathLike | dict,
     out_dir: str | os.PathLike,
@@ -178,37 +234,14 @@ def run_sweep(
     ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more;
     ``retry_delayed`` (%) re-runs ok jobs whose ranks waited longer for a CPU (``run_delay_pct``).
     """
-    from driple.collect.launcher import DEFAULT_MAX_SECONDS, MIN_ITERATIONS, run_job
-    from driple.collect.provenance import record
+    from driple.collect.launcher import run_job
 
-    out_dir = Path(out_dir)
-    grid_path = None
-    if not isinstance(grid, dict):
-        grid_path = Path(grid)
-        grid = load_grid(grid_path)
-    setting = parse_setting(setting or grid.get("setting") or _missing_setting())
-    seconds = float(seconds or grid.get("seconds") or 10.0)
-    max_seconds = float(max_seconds or grid.get("max_seconds") or DEFAULT_MAX_SECONDS)
-    min_iterations = int(min_iterations or grid.get("min_iterations") or MIN_ITERATIONS)
-    ResultTable(out_dir).check_hardware(allow=allow_other_hardware)
-    from driple.zoo.workload import check_models
-
-    check_models([spec.model for spec in grid["jobs"]])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if grid_path is not None:
-        _copy_grid(grid_path, out_dir)
-    record(out_dir, setting=setting.id, seconds=seconds, jobs=len(grid["jobs"]))
-
-    table = ResultTable(out_dir)
-    done = table.done_ids(retry_failed=retry_failed, max_contention=retry_contended,
-                          max_run_delay=retry_delayed)
-    jobs = [(spec, job_id(spec, setting.id, seconds)) for spec in grid["jobs"]]
-    pending = [(s, j) for s, j in jobs if j not in done]
-    counts = {"total": len(jobs), "skipped": len(jobs) - len(pending), "ok": 0, "failed": 0}
-    if max_jobs is not None:
-        if max_jobs < 0:
-            raise DripleError(f"--max-jobs must be >= 0, not {max_jobs}")
-        pending = pending[:max_jobs]  # the rest is left for a later run, not "done before"
+    plan = plan_sweep(grid, out_dir, setting, seconds=seconds, max_seconds=max_seconds,
+                      min_iterations=min_iterations, retry_failed=retry_failed,
+                      retry_contended=retry_contended, retry_delayed=retry_delayed,
+                      max_jobs=max_jobs, allow_other_hardware=allow_other_hardware)
+    setting, seconds, max_seconds, min_iterations = plan.setting, plan.seconds, plan.max_seconds, plan.min_iterations
+    table, pending, counts = plan.table, plan.pending, plan.counts
 
     from tqdm import tqdm
 
