@@ -73,6 +73,17 @@ def _optimizer_users(graph: nx.DiGraph, producers: tuple[str, ...]) -> set[str]:
     }
 
 
+def _route_gradient(graph: nx.DiGraph, traced: TracedStep, i: int, node: str) -> None:
+    """Parameter ``i``'s gradient ops feed ``node``, and its update waits for ``node`` instead."""
+    grads = _grad_ops(graph, traced, i)
+    for user in _optimizer_users(graph, grads):
+        for g in grads:
+            if graph.has_edge(g, user):
+                graph.remove_edge(g, user)
+        graph.add_edge(node, user)
+    graph.add_edges_from((g, node) for g in grads)
+
+
 def add_ddp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[dict]:
     """Add one ``comm.allreduce`` node per DDP bucket; returns the buckets (params, bytes)."""
     order = ready_order(traced)
@@ -89,13 +100,7 @@ def add_ddp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[di
             in_bytes=payload, flops=payload // 4 if workers > 1 else 0, bucket_bytes=payload,
         )
         for i in params:
-            grads = _grad_ops(graph, traced, i)
-            for user in _optimizer_users(graph, grads):  # the optimizer waits for the reduced grad
-                for g in grads:
-                    if graph.has_edge(g, user):
-                        graph.remove_edge(g, user)
-                graph.add_edge(name, user)
-            graph.add_edges_from((g, name) for g in grads)
+            _route_gradient(graph, traced, i, name)  # the optimizer waits for the reduced grad
         if prev is not None:
             graph.add_edge(prev, name)
         prev = name
@@ -118,13 +123,7 @@ def add_ps_comm(graph: nx.DiGraph, traced: TracedStep, servers: int) -> list[dic
         graph.add_node(pull, op="comm.pull", phase="comm", out_bytes=payload, in_bytes=0,
                        flops=0, bucket_bytes=payload)
         for i in params:
-            grads = _grad_ops(graph, traced, i)
-            for user in _optimizer_users(graph, grads):
-                for g in grads:
-                    if graph.has_edge(g, user):
-                        graph.remove_edge(g, user)
-                graph.add_edge(push, user)
-            graph.add_edges_from((g, push) for g in grads)
+            _route_gradient(graph, traced, i, push)
             updates = [u for u in users[i] if graph.nodes[u]["phase"] == "optimizer"]
             if updates:
                 graph.add_edge(updates[-1], pull)
@@ -154,13 +153,7 @@ def add_fsdp_comm(graph: nx.DiGraph, traced: TracedStep, workers: int) -> list[d
         graph.add_node(scatter, op="comm.reducescatter", phase="comm", out_bytes=moved,
                        in_bytes=payload, flops=payload // 4 if workers > 1 else 0, bucket_bytes=payload)
         for i in params:
-            grads = _grad_ops(graph, traced, i)
-            for user in _optimizer_users(graph, grads):  # the update waits for its shard of the grad
-                for g in grads:
-                    if graph.has_edge(g, user):
-                        graph.remove_edge(g, user)
-                graph.add_edge(scatter, user)
-            graph.add_edges_from((g, scatter) for g in grads)
+            _route_gradient(graph, traced, i, scatter)  # the update waits for its shard of the grad
         if prev is not None:
             graph.add_edge(prev, f"allgather_fwd_{u}")
         prev = f"allgather_fwd_{u}"

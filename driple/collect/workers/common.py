@@ -401,3 +401,15 @@ def start_collective_rank(job: dict) -> CollectiveRank:
                                 device_index=local_rank if cuda else 0, memory=not use_profiler, rank=rank)
     return CollectiveRank(rank, world, local_rank, name, workdir, spec, device, workload, model,
                           use_profiler, recorder)
+
+
+def end_collective_rank() -> None:
+    """Leave the process group once every rank is done (the caller has dropped its wrapped model
+    and optimizer first, so no library thread still holds them)."""
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()

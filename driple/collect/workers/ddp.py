@@ -22,7 +22,6 @@ The number of measured iterations must be the same on every rank (an all-reduce 
 """
 from __future__ import annotations
 
-import gc
 import queue
 import threading
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from driple.collect.workers.common import (
     IterationLog,
+    end_collective_rank,
     measure_collectively,
     run_and_exit,
     start_collective_rank,
@@ -185,9 +185,7 @@ def run(job: dict) -> int:
         comm.close()
     buckets.close(events)
     ddp = optimizer = None  # drop DDP (its reducer holds the comm hook) before the group goes
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
+    end_collective_rank()
     return 0
 
 

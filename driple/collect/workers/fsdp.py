@@ -14,11 +14,11 @@ the collectives run on their own streams; a profiler window records kernels and 
 """
 from __future__ import annotations
 
-import gc
 import time
 
 from driple.collect.workers.common import (
     IterationLog,
+    end_collective_rank,
     measure_collectively,
     run_and_exit,
     start_collective_rank,
@@ -78,7 +78,6 @@ def shard_model(model, device_mesh=None) -> list[str]:
 
 
 def run(job: dict) -> int:
-    import torch.distributed as dist
     from torch.distributed.fsdp import FSDPModule
 
     from driple.zoo.optim import make_optimizer
@@ -117,9 +116,7 @@ def run(job: dict) -> int:
     log.close()
     recorder.save(workdir)
     model = optimizer = None
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
+    end_collective_rank()
     return 0
 
 
