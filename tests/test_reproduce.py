@@ -118,8 +118,8 @@ def test_accuracy_rows_are_driple_evaluate(reproduce, shipped, tmp_path, monkeyp
             "lower") in text
     # --cards puts the same tables into each card, once however often it runs
     for _ in range(2):
-        assert reproduce.main(["--report", "--cards", "--datasets-dir", str(data), "--models-dir", str(models),
-                               "--out", str(out), "--quiet"]) == 0
+        assert reproduce.main(["--report", "--cards", "--write-shipped", "--datasets-dir", str(data),
+                               "--models-dir", str(models), "--out", str(out), "--quiet"]) == 0
     card = (models / "cpu-ddp-w2-lo" / "MODEL_CARD.md").read_text()
     assert card.count(CARD_HEADING) == 1 and card.index(CARD_HEADING) < card.index("## Reproduce")
     assert "### family split" in card and "Median over the targets: inspector" in card
@@ -1002,3 +1002,23 @@ def test_scripts_that_write_shipped_files_refuse_another_checkout_s_driple(scrip
         f"{script}.py: error: driple is imported from {other.parent}, not from this script's checkout "
         f"{ROOT}; run pip install -e {ROOT}"]
     assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
+
+
+def test_nothing_shipped_is_written_unless_asked_by_name(reproduce, tmp_path, monkeypatch, capsys):
+    """Without ``--write-shipped`` the report goes to ``driple-evaluation/`` in the current
+    directory; an ``--out`` among the shipped inspectors, or ``--cards`` over them, is refused
+    before any work."""
+    data, models, empty = tmp_path / "datasets", tmp_path / "models", tmp_path / "empty"
+    for d in (data, models, empty):
+        d.mkdir()
+    (models / "registry.json").write_text('{"format": "driple-registry", "settings": {}}')
+    monkeypatch.chdir(tmp_path)
+    common = ["--report", "--datasets-dir", str(data), "--quiet"]
+    assert reproduce.main([*common, "--models-dir", str(empty)]) == 0
+    assert (tmp_path / "driple-evaluation" / "results.md").read_text().startswith("# Reproduced results")
+    capsys.readouterr()
+    assert reproduce.main([*common, "--models-dir", str(models), "--out", str(models / "evaluation")]) == 2
+    assert "--write-shipped" in capsys.readouterr().err
+    assert reproduce.main([*common, "--models-dir", str(models), "--cards"]) == 2
+    assert "--write-shipped" in capsys.readouterr().err
+    assert not (models / "evaluation").exists()

@@ -110,8 +110,8 @@ def ship_settings(args, argv=None) -> int:
         return 2
     # the unseen-family intervals are of a checkpoint's configuration and training jobs: a new
     # checkpoint has none until its own leave-family-out evaluation calibrates them
-    print("the new inspectors carry no unseen-family intervals yet: run python scripts/reproduce.py "
-          "--sections accuracy, then python scripts/calibrate_unseen_families.py", flush=True)
+    print("the new inspectors carry no unseen-family intervals yet: run python -m driple.evaluation "
+          "--sections accuracy --write-shipped, then python scripts/calibrate_unseen_families.py", flush=True)
     return 0
 
 

@@ -92,7 +92,7 @@ def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
     held = (family.get("unseen_modes") or {}).get("held_out")
     if not held or not family.get("folds"):
         raise DripleError(f"the evaluation kept no held-out predictions of {setting}'s inspector and roofline; "
-                          "run python scripts/reproduce.py --sections accuracy (family split)")
+                          "run python -m driple.evaluation --sections accuracy --write-shipped (family split)")
     arrays = {k: rows_array(held[k]) for k in ("measured", "inspector", "roofline")}
     ds, own = own_jobs(inspector)
     index = {j: i for i, j in enumerate(ds.job_ids)}
@@ -221,7 +221,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
         intervals = family.get("family_intervals")
         if not intervals:
             raise DripleError(f"the evaluation has no held-out-family intervals for {setting}; "
-                              "run python scripts/reproduce.py --sections accuracy (family split)")
+                              "run python -m driple.evaluation --sections accuracy --write-shipped (family split)")
         modes, scores, stamp, rooflines = {}, family["scores"]["inspector"], entry, None
         cover = ((family.get("coverage_other_families") or {}).get("inspector") or {}).get("mean")
     summary = table_summary(scores)

@@ -1,14 +1,22 @@
 """Regenerate the README's results from datasets and the shipped inspectors (their configurations).
 
-    python scripts/reproduce.py                          # every section, then the report
-    python scripts/reproduce.py --sections accuracy      # one section; sections can run in
-    python scripts/reproduce.py --sections transfer      #  separate processes: each writes
-    python scripts/reproduce.py --report                 #  its JSON, --report merges them
-    python scripts/reproduce.py --datasets-dir /copy/of/data --work-dir /tmp/w --out /tmp/w/eval
-    python scripts/reproduce.py --jobs 4                 # the same, 4 processes side by side
+    python -m driple.evaluation                          # every section, then the report
+    python -m driple.evaluation --sections accuracy      # one section; sections can run in
+    python -m driple.evaluation --sections transfer      #  separate processes: each writes
+    python -m driple.evaluation --report                 #  its JSON, --report merges them
+    python -m driple.evaluation --datasets-dir /copy/of/data --work-dir /tmp/w --out /tmp/w/eval
+    python -m driple.evaluation --jobs 4                 # the same, 4 processes side by side
+    python -m driple.evaluation --report --cards --write-shipped   # the shipped report and cards
 
-Sections (each writes ``<out>/<section>.json``; ``<out>`` is ``<models dir>/evaluation`` unless
-``--out`` says otherwise):
+``python scripts/reproduce.py`` runs the same command with the same options.
+
+Nothing shipped is written unless asked for by name: the JSON and ``results.md`` go to
+``--out`` (default ``driple-evaluation/`` in the current directory); ``--write-shipped`` makes
+the default ``<models dir>/evaluation`` (the shipped report, ``trained_models/evaluation/``)
+and lets ``--cards`` write the shipped model cards; an ``--out`` inside the shipped files needs
+it too. ``--readme FILE`` writes the file it names.
+
+Sections (each writes ``<out>/<section>.json``):
 
 - ``labels``: relabel every dataset's jobs from their raw files with both labellers
   (``driple collect relabel --labeller timeline|kmeans``): are the table's labels reproduced?
@@ -70,15 +78,29 @@ from driple.evaluation.reproduce.report import report
 from driple.evaluation.reproduce.run import SECTIONS, run_sections, run_side_by_side
 
 
-def main(argv=None) -> int:
+#: Where the JSON and ``results.md`` go without ``--out`` or ``--write-shipped`` (relative to
+#: the current directory): never a shipped file.
+DEFAULT_OUT = "driple-evaluation"
+
+
+def main(argv=None, prog: str | None = None) -> int:
+    """Run the command line ``argv`` (default this process's); ``prog`` is how the command is
+    called (``-m driple.evaluation``; default ``scripts/reproduce.py``), as the JSON records it.
+    Returns the exit status: 0, 2 on an error, 129/130/143 when interrupted."""
     context.ARGV = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if prog:
+        context.PROG = prog
+    p = argparse.ArgumentParser(prog=f"python {context.PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated among {', '.join(SECTIONS)} (default all)")
     p.add_argument("--report", action="store_true", help="only merge the section JSON into results.md")
     p.add_argument("--cards", action="store_true",
                    help="also write each setting's accuracy tables (every estimator per target, both "
-                   "splits) into its shipped model card")
+                   "splits) into its model card (the shipped ones need --write-shipped)")
+    p.add_argument("--write-shipped", "--overwrite-shipped", dest="write_shipped", action="store_true",
+                   help="write into the shipped files: the default --out becomes <models dir>/evaluation "
+                   "(the shipped report), and --cards may write the shipped model cards")
     p.add_argument("--readme", metavar="FILE",
                    help="also refresh the results blocks of FILE (e.g. README.md): each "
                    "'<!-- reproduce section: HEADING -->' ... '<!-- /reproduce -->' gets that "
@@ -88,7 +110,9 @@ def main(argv=None) -> int:
                    "<setting>/ and <setting>-retest/ in it); default: the shipped datasets/")
     p.add_argument("--models-dir", default=None,
                    help="registry of the inspectors whose configurations are evaluated (default: the shipped one)")
-    p.add_argument("--out", default=None, help="where the JSON and results.md go (default <models dir>/evaluation)")
+    p.add_argument("--out", default=None,
+                   help=f"where the JSON and results.md go (default {DEFAULT_OUT}/ in the current "
+                   "directory; with --write-shipped, <models dir>/evaluation)")
     p.add_argument("--work-dir", default=None,
                    help="copy each dataset's results.csv here and build its graphs here (the datasets "
                    "directory is then only read)")
@@ -159,8 +183,11 @@ def main(argv=None) -> int:
         from driple.metrics import use_labels
 
         use_labels(args.labels)
+    if args.out is None and not args.write_shipped:
+        args.out = DEFAULT_OUT
     try:
         ctx = Context(args)
+        refuse_shipped_writes(ctx, args)
     except DripleError as err:
         print(f"reproduce: error: {err}", file=sys.stderr)
         return 2
@@ -178,6 +205,22 @@ def main(argv=None) -> int:
         print(f"reproduce: interrupted; finished sections are in {ctx.out}", file=sys.stderr)
         return interrupts.exit_status()
     return 0
+
+
+def refuse_shipped_writes(ctx: Context, args) -> None:
+    """Raise a :class:`DripleError` when this run would write shipped files (its output
+    directory, or with ``--cards`` the model cards) without ``--write-shipped``."""
+    from driple.errors import DripleError
+    from driple.shipped import shipped_root
+
+    if args.write_shipped:
+        return
+    if shipped_root(ctx.out) is not None:
+        raise DripleError(f"--out {ctx.out} lies in the shipped files ({shipped_root(ctx.out)[0]}); "
+                          "write to another directory or pass --write-shipped to write there")
+    if args.cards and shipped_root(ctx.models) is not None:
+        raise DripleError(f"--cards writes the model cards of the shipped inspectors in {ctx.models}; "
+                          "pass --write-shipped to write them")
 
 
 def _run(ctx: Context, args) -> None:

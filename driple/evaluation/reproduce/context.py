@@ -142,6 +142,8 @@ def say(text: str) -> None:
 
 #: The arguments this run was given (``main``'s ``argv``, else the command line's).
 ARGV: list[str] | None = None
+#: How this run was called, after ``python``: the JSON's ``command`` starts with it.
+PROG = "scripts/reproduce.py"
 
 
 def run_stamp() -> dict:
@@ -149,7 +151,10 @@ def run_stamp() -> dict:
     entries of other settings stay from earlier runs, and say which."""
     from driple.collect.provenance import script_stamp
 
-    return script_stamp("reproduce.py", ARGV, host=False)
+    import sys
+
+    stamp = script_stamp("reproduce.py", ARGV, host=False)
+    return {**stamp, "command": " ".join(["python", PROG, *(sys.argv[1:] if ARGV is None else ARGV)])}
 
 
 def cpu_models_text(frame) -> str | None:
