@@ -31,7 +31,7 @@ def test_mode_choice_divides_by_the_measurement():
 
 def test_servers_are_not_averaged_with_the_workers():
     """Slip: every rank in the mean. Workers 1 and 3, a server at 100: the mean is 2."""
-    from driple.collect.timeline.labels import mean_over_workers
+    from driple.collect.labels.timeline import mean_over_workers
 
     per_rank = {"server0": {"x": 100.0}, "worker0": {"x": 1.0}, "worker1": {"x": 3.0}}
     assert mean_over_workers(per_rank, ["x"]) == {"x": 2.0}
@@ -109,7 +109,7 @@ def test_the_labelled_window_ends_at_the_last_iterations_end():
     [100, 200], [200, 310], [310, 450] ns: the window is [100, 450], not [100, 310]."""
     from types import SimpleNamespace
 
-    from driple.collect.labelling import measured_window
+    from driple.collect.labels.job import measured_window
 
     tl = SimpleNamespace(measured=np.array([[100, 200], [200, 310], [310, 450]], dtype=np.int64))
     assert measured_window(tl) == (100, 450)

@@ -381,12 +381,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_relabel(args: argparse.Namespace) -> int:
-    from driple.collect.relabel import check_dataset
+    from driple.collect.labels.relabel import check_dataset
 
     if not (Path(args.dataset) / "results.csv").exists():
         raise DripleError(f"{args.dataset} holds no results.csv; pass a dataset directory")
     if args.write:
-        from driple.collect.relabel import rewrite_labels
+        from driple.collect.labels.relabel import rewrite_labels
 
         report = rewrite_labels(args.dataset, progress=not args.no_progress)
         if args.json:

@@ -1,10 +1,11 @@
 """The collector: run real distributed training jobs, sample them, label burst/idle.
 
 Data flow: :mod:`job` (what to run) -> :mod:`launcher` (start workers, optionally in
-:mod:`netns` emulated hosts, sample them) -> ``sampling`` / ``series`` / ``labeller`` (raw
-counters -> rates -> 12 metrics) -> :mod:`results` (one row per job in ``results.csv``) ->
-:mod:`sweep` (many jobs, resumable), :mod:`corun` (jobs run together), :mod:`relabel` (labels
-recomputed from the raw series) and :mod:`plot` (see the burst/idle split).
+:mod:`netns` emulated hosts, sample them) -> ``sampling`` / ``series`` / ``timeline`` (raw
+counters -> rates; the ranks' timelines) -> :mod:`labels` (burst/idle labels) -> :mod:`results`
+(one row per job in ``results.csv``) -> :mod:`sweep` (many jobs, resumable), :mod:`corun` (jobs
+run together), :mod:`labels.relabel` (labels recomputed from the raw files) and :mod:`plot`
+(see the burst/idle split).
 
 Importing this package is cheap; torch is imported only when a job is run.
 """
@@ -27,7 +28,7 @@ _LAZY = {
     "run_corun": "driple.collect.corun",
     "read_corun": "driple.collect.corun",
     "load_coruns": "driple.collect.corun",
-    "check_dataset": "driple.collect.relabel",
+    "check_dataset": "driple.collect.labels.relabel",
 }
 
 

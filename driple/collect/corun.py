@@ -744,7 +744,7 @@ def measured_combined(series_by_job: Mapping, capacity: Mapping | None = None, t
 
     ``thresholds``: ``{job: {resource: value}}``, a sample above it is in burst. Missing ones
     are fitted per job and resource on its own samples in the window by the burst/idle labeller
-    (:class:`driple.collect.labeller.BurstIdleLabeller`, 2-means, midpoint of the centres).
+    (:class:`driple.collect.labels.kmeans.BurstIdleLabeller`, 2-means, midpoint of the centres).
     ``capacity``: ``{resource: capacity}`` as for :func:`driple.predict.colocate.colocate`, for
     the overload fraction.
     """
@@ -842,7 +842,7 @@ def _as_series(s, job: str) -> dict:
 def _fit_threshold(t: np.ndarray, v: np.ndarray, resource: str, random_state) -> float:
     import numpy as np
 
-    from driple.collect.labeller import BurstIdleLabeller, sample_durations
+    from driple.collect.labels.kmeans import BurstIdleLabeller, sample_durations
     from driple.metrics import resource as declared
 
     w = sample_durations(t)

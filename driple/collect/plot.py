@@ -75,7 +75,7 @@ def plot_job(run, out, dataset=".", targets=None, span: float = 1.0, start: floa
     import numpy as np
 
     from driple.collect.series import read_raw
-    from driple.collect.timeline.labels import MERGE_GAP_NS, comm_runs, iteration_spans, memory_burst_runs, union
+    from driple.collect.labels.timeline import MERGE_GAP_NS, comm_runs, iteration_spans, memory_burst_runs, union
     from driple.collect.timeline.record import load_job_timelines
     from driple.metrics import unit
 

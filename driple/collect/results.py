@@ -9,7 +9,7 @@ Row columns (units):
 - ``job_id``, ``setting`` (id), ``model``, ``family``, ``knobs`` (JSON), ``batch_size`` (per
   worker), ``optimizer``, ``lr``, ``seed``, ``seconds`` (asked measurement length, s)
 - the 12 metrics of :func:`driple.metrics.target_names` from the timeline labeller (%, MB, MB/s, s;
-  see :mod:`driple.collect.timeline.labels`), ``step_time`` (median iteration period, s) and
+  see :mod:`driple.collect.labels.timeline`), ``step_time`` (median iteration period, s) and
   ``samples_per_s`` (workers x batch / step time)
 - ``iter_time_mean_s``, ``iter_time_std_s`` (over all measured iterations of all workers),
   ``iterations`` (measured, fewest of any worker), ``tx_bytes_per_iter``,
@@ -355,7 +355,7 @@ def _seconds(run) -> float | None:
 def _analyse(run, row: dict, detail: dict, out_dir: Path, buckets: dict) -> None:
     import numpy as np
 
-    from driple.collect.labelling import label_job, series_time
+    from driple.collect.labels.job import label_job, series_time
     from driple.collect.series import host_busy_cores, read_raw
     from driple.collect.timeline.record import read_rank_file, save_job_timelines
     from driple.errors import DripleError

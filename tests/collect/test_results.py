@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driple.collect.labelling import window_bytes
+from driple.collect.labels.job import window_bytes
 from driple.collect.results import BASE_COLUMNS, ResultTable, is_interrupted, load_results
 from driple.metrics import METRICS
 

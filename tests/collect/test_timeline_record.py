@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from driple.collect.timeline.labels import comm_runs, label_rank
+from driple.collect.labels.timeline import comm_runs, label_rank
 from driple.collect.timeline.profiler import Event, apply_events
 from driple.collect.timeline.record import COMM_KINDS, RankTimeline, load_job_timelines, save_job_timelines
 from driple.collect.timeline.recorder import TimelineRecorder, allocated_bytes_reader, schedstat

@@ -11,7 +11,7 @@ Data flow, one module each:
 | record (in the worker) | :mod:`recorder` | iteration marks, compute runs, comm intervals with bytes, allocated-bytes samples |
 | record (GPU / optional) | :mod:`profiler` | the same from a ``torch.profiler`` window (CUDA kernels, NCCL) |
 | store | :mod:`record` | :class:`RankTimeline`: compact arrays per rank, ``raw/<job_id>.timeline.npz`` |
-| label | :mod:`labels` | runs per iteration -> burst/idle durations, amounts from the sampled counters, step time |
+| label | :mod:`driple.collect.labels.timeline` | runs per iteration -> burst/idle durations, amounts from the sampled counters, step time |
 
 Importing this package is cheap (numpy only where used).
 """

@@ -12,7 +12,7 @@ LABELLERS = ("timeline", "kmeans")
 
 
 def section_labels(ctx: Context) -> None:
-    from driple.collect.relabel import check_dataset
+    from driple.collect.labels.relabel import check_dataset
 
     out = {}
     paths = [os.path.join(c, n) for c in ctx.index.collections() for n in sorted(os.listdir(c))]

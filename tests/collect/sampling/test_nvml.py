@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from driple.collect.labeller import label_rates
+from driple.collect.labels.kmeans import label_rates
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 from driple.collect.sampling import nvml
 from driple.collect.sampling.sampler import Sampler

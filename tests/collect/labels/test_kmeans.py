@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driple.collect.labeller import SHARES, BurstIdleLabeller, label_rates
+from driple.collect.labels.kmeans import SHARES, BurstIdleLabeller, label_rates
 from driple.errors import DripleError
 from driple.metrics import METRICS, RESOURCES
 

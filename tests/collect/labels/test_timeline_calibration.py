@@ -21,11 +21,11 @@ import pytest
 
 from driple.collect import run_job
 from driple.collect.job import JobSpec
-from driple.collect.timeline.labels import MERGE_GAP_NS
+from driple.collect.labels.timeline import MERGE_GAP_NS
 
 pytestmark = pytest.mark.slow
 
-PACED = f"{Path(__file__).resolve().parent / 'conftest.py'}:paced"
+PACED = f"{Path(__file__).resolve().parents[1] / 'conftest.py'}:paced"
 MAX_RUN_DELAY_PCT = 25.0  # the ranks' own threads, the sampler and the launcher share 2 cores
 TOL = 0.10
 

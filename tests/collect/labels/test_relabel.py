@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from driple.cli import main
-from driple.collect.relabel import check_dataset, columns_of, relabel_job
+from driple.collect.labels.relabel import check_dataset, columns_of, relabel_job
 
 pytestmark = pytest.mark.slow  # needs the real DDP job of the session
 

@@ -1,8 +1,8 @@
 """Both labellers over one job's raw data: what ``results`` does after a job and ``relabel`` again.
 
-- **timeline** (v2, the row's metric columns): :mod:`driple.collect.timeline.labels` on the
+- **timeline** (v2, the row's metric columns): :mod:`driple.collect.labels.timeline` on the
   ranks' recorded timelines, with amounts from the sampler's counters;
-- **kmeans** (the paper's, ``kmeans_<metric>`` columns): :func:`~driple.collect.labeller.label_rates`
+- **kmeans** (the paper's, ``kmeans_<metric>`` columns): :func:`~driple.collect.labels.kmeans.label_rates`
   on the sampled series over each worker's measured window.
 
 One function, :func:`label_job`, so a label stored at collection time and one recomputed from
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driple.collect.timeline.labels import RESOURCES as TIMELINE_RESOURCES
+from driple.collect.labels.timeline import RESOURCES as TIMELINE_RESOURCES
 
 LABELLERS = ("timeline", "kmeans")
 #: Row columns besides the resources' targets that the timeline labeller fills (mean over workers).
@@ -66,8 +66,8 @@ def label_job(timelines: dict, series=None, labellers=LABELLERS, shared_clock: b
     Workers that cannot be labelled raise :class:`~driple.errors.DripleError` (the row fails);
     a server that cannot be labelled gets an ``error`` entry instead (servers are not in the row).
     """
-    from driple.collect.labeller import label_rates
-    from driple.collect.timeline.labels import comm_runs, label_rank, mean_over_workers, worker_agreement
+    from driple.collect.labels.kmeans import label_rates
+    from driple.collect.labels.timeline import comm_runs, label_rank, mean_over_workers, worker_agreement
     from driple.errors import DripleError
 
     out = JobLabels()

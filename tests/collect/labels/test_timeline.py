@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from driple.collect.timeline.labels import (
+from driple.collect.labels.timeline import (
     busy_per_span,
     comm_runs,
     covered,

@@ -33,7 +33,7 @@ import time
 import numpy as np
 import pytest
 
-from driple.collect.labeller import label_rates
+from driple.collect.labels.kmeans import label_rates
 from driple.collect.sampling import SamplerProcess, Target, read_raw
 
 TOL = 0.05

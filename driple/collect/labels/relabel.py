@@ -2,7 +2,7 @@
 
 Every ``ok`` row of ``results.csv`` was labelled from ``raw/<job_id>.timeline.npz`` (the
 ranks' timelines) and ``raw/<job_id>.npz`` (the sampler's cumulative counters) by
-:func:`driple.collect.labelling.label_job`. :func:`relabel_job` repeats exactly that, for
+:func:`driple.collect.labels.job.label_job`. :func:`relabel_job` repeats exactly that, for
 either labeller, and :func:`check_dataset` compares the result with the table, column by column.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from driple.metrics import targets
 
 
 def _job_labels(dataset_dir: str | Path, job_id: str, labellers):
-    from driple.collect.labelling import LABELLERS, label_job
+    from driple.collect.labels.job import LABELLERS, label_job
     from driple.collect.series import read_raw
     from driple.collect.timeline.record import load_job_timelines
 
@@ -44,7 +44,7 @@ def rewrite_labels(dataset_dir: str | Path, progress: bool = True) -> dict:
 
     from tqdm.auto import tqdm
 
-    from driple.collect.labelling import LABELLERS
+    from driple.collect.labels.job import LABELLERS
     from driple.collect.results import ResultTable, load_results
 
     frame = load_results(dataset_dir)
@@ -72,7 +72,7 @@ def rewrite_labels(dataset_dir: str | Path, progress: bool = True) -> dict:
 
 def columns_of(labeller: str) -> list[str]:
     """The result-table columns a labeller fills and :func:`check_dataset` compares."""
-    from driple.collect.labelling import KMEANS_PREFIX
+    from driple.collect.labels.job import KMEANS_PREFIX
 
     metrics = [t.name for t in targets() if t.resource is not None]
     return [*metrics, "step_time"] if labeller == "timeline" else [KMEANS_PREFIX + m for m in metrics]
