@@ -60,7 +60,7 @@ def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run:
     from driple.inspector.ensemble import with_roofline
     from driple.inspector.evaluate import own_jobs
     from driple.predict.registry import load_registry, resolve
-    from driple.predict.shipping import calibrate, ship
+    from driple.shipping.ship import calibrate, ship
 
     path, entry = resolve(setting, root=models_dir)
     inspector = load_inspector(str(path))

@@ -33,7 +33,7 @@ from driple.shipped import require_checkout
 
 require_checkout(__file__)  # it writes this checkout's trained_models/, never another's
 
-from driple.predict.ship_settings import ship_settings  # noqa: E402
+from driple.shipping.settings import ship_settings  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

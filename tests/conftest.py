@@ -232,7 +232,7 @@ def make_tiny_registry(root, labels: str | None = None):
     from driple.inspector.train import feature_names_for
     from driple.metrics import DECLARED_LABELS, target_names, use_labels
     from driple.predict.intervals import ConformalIntervals
-    from driple.predict.shipping import ship
+    from driple.shipping.ship import ship
 
     use_labels(labels or DECLARED_LABELS)
     torch.manual_seed(0)

@@ -1,13 +1,15 @@
 """The package's layers point down, its modules take no one else's private names, and its
 imports form no cycle.
 
-Layers, top to bottom: scripts > cli > evaluation > schedule > predict > inspector | collect >
-graph > zoo > core (schedule simulates schedulers that use predictions; evaluation checks it), where core is everything directly under ``driple/`` (errors, settings, metrics, sharing,
-strategies, ...) and the hardware package (what a machine is: every layer names one). The
-scripts of ``scripts/`` stand above the package: they may import any of it, never a private
-name, never another script, and they stay thin.
-inspector and collect are siblings: neither imports the other. The imports are read from the
-source with ``ast`` (every import, also those inside functions), never executed.
+Layers, top to bottom: scripts > cli > evaluation > schedule | shipping > predict > inspector |
+collect > graph > zoo > core (schedule simulates schedulers that use predictions; shipping makes
+the inspectors that predict loads; evaluation checks them), where core is everything directly
+under ``driple/`` (errors, settings, metrics, sharing, strategies, ...) and the hardware package
+(what a machine is: every layer names one). The scripts of ``scripts/`` stand above the package:
+they may import any of it, never a private name, never another script, and they stay thin.
+inspector and collect are siblings, and so are schedule and shipping: neither imports the
+other. The imports are read from the source with ``ast`` (every import, also those inside
+functions), never executed.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # holds the driple/ package
-RANK = {"scripts": 8, "cli": 7, "evaluation": 6, "schedule": 5, "predict": 4, "inspector": 3, "collect": 3, "graph": 2, "zoo": 1, "core": 0}
+RANK = {"scripts": 8, "cli": 7, "evaluation": 6, "schedule": 5, "shipping": 5, "predict": 4, "inspector": 3,
+        "collect": 3, "graph": 2, "zoo": 1, "core": 0}
 ENTRY_POINTS = {"driple.__main__"}  # `python -m driple` runs the CLI: it stands above it
 INFRASTRUCTURE = {"driple._lazy"}  # a private module every package's __init__ may use
 
@@ -122,7 +125,7 @@ def test_the_package_is_read():
     names = {module_name(p, ROOT) for p in sources(ROOT)}
     assert {"driple.cli.predict", "driple.predict.predictor", "driple.graph.build", "driple.metrics",
             "driple.strategies.registry", "driple.zoo.workload", "driple.collect.sampling.native",
-            "driple.evaluation.reproduce.accuracy", "driple.predict.ship_settings", "driple.evaluation.bench_sampler",
+            "driple.evaluation.reproduce.accuracy", "driple.shipping.settings", "driple.evaluation.bench_sampler",
             "scripts.reproduce", "scripts.ship_inspectors"} <= names
     assert layer("scripts.reproduce") == "scripts" and layer("driple.evaluation.reproduce.run") == "evaluation"
 

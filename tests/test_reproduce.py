@@ -49,7 +49,7 @@ def shipped(tmp_path, write_dataset, fake_builder, monkeypatch):
     from driple.inspector.splits import random_split
     from driple.inspector.train import TrainOptions, train_inspector
     from driple.inspector.transfer import finetune
-    from driple.predict.shipping import calibrate, ship
+    from driple.shipping.ship import calibrate, ship
 
     monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
     monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
@@ -388,7 +388,7 @@ def test_transfer_section_of_a_features_only_source_has_no_paper_scheme(reproduc
     from driple.inspector.splits import random_split
     from driple.inspector.train import TrainOptions, preset, train_inspector
     from driple.inspector.transfer import finetune
-    from driple.predict.shipping import calibrate, ship
+    from driple.shipping.ship import calibrate, ship
 
     data, models = shipped
     options = TrainOptions(epochs=2, patience=2, target_scaling="ln")
@@ -785,7 +785,7 @@ def test_design_section_varies_the_shipped_network(reproduce, tmp_path, write_da
     from driple.inspector.dataset import InspectorDataset
     from driple.inspector.splits import random_split
     from driple.inspector.train import preset, train_inspector
-    from driple.predict.shipping import ship
+    from driple.shipping.ship import ship
 
     monkeypatch.setattr(dataset_module, "zoo_graph", fake_builder)
     monkeypatch.setattr(dataset_module, "_zoo_builder_id", lambda: "fake")
@@ -858,7 +858,7 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
     from driple.inspector.ensemble import with_roofline
     from driple.inspector.evaluate import checkpoint_split
     from driple.predict.registry import resolve, sha256
-    from driple.predict.shipping import ship
+    from driple.shipping.ship import ship
 
     script = load_script("refit_roofline", "refit_roofline")
     data, models = shipped

@@ -363,8 +363,6 @@ class Predictor:
     def describe(self) -> dict:
         """What this inspector is: setting, how it was trained, scores (from the registry),
         its configuration (paper GNN, hybrid, features only), labels and host figures."""
-        from driple.predict.shipping import measured_on
-
         info = self.inspector.info
         host = self.inspector.host
         return {"setting": self.setting, "description": self.entry.get("description"),
@@ -376,6 +374,15 @@ class Predictor:
                 "dataset": info.get("dataset"), "configuration": self.inspector.configuration_name,
                 "networks": self.inspector.networks, "residual": self.inspector.residual, "labels": self.inspector.labels,
                 "host": None if host is None else host.to_dict()}
+
+
+def measured_on(inspector, provenance: Optional[dict] = None) -> Optional[str]:
+    """The hardware an inspector's training jobs were measured on: its host figures' CPU model,
+    else the dataset provenance's host."""
+    host = inspector.host
+    if host is not None and host.cpu_model:
+        return host.cpu_model
+    return ((provenance or {}).get("host") or {}).get("cpu_model")
 
 
 def family_of(graph) -> Optional[str]:

@@ -109,7 +109,7 @@ def test_each_configuration_trains_saves_and_loads(dataset, name, tmp_path):
     if name != "gnn":  # the host figures the priors divide by travel with the checkpoint
         assert loaded.host == HOST and loaded.graph_inputs.setting == "cpu-ddp-w2-lo"
     assert retrain_config(loaded)[0] == config
-    from driple.predict.shipping import model_card
+    from driple.shipping.ship import model_card
 
     card = model_card(loaded, "cpu-ddp-w2-lo", "test", "test", "pytest")
     words = {"gnn": "paper GNN: GCN 3->8", "hybrid": "hybrid: GCN 3->8", "hybrid-plain": "hybrid: GCN",

@@ -110,7 +110,7 @@ def test_calibrated_on_the_calibration_jobs_only_and_measured_on_test():
 def test_shipping_calibrates_on_the_splits_calibration_part():
     from types import SimpleNamespace
 
-    from driple.predict.shipping import calibrate
+    from driple.shipping.ship import calibrate
 
     jobs = [_Job([m, m]) for m in (5.0, 8.0, 10.0, 12.0, 15.0, 100.0, 200.0, 9.0, 11.0)]
     inspector = SimpleNamespace(targets=("a", "b"), info={}, predict=_Fixed().predict)

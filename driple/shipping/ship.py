@@ -22,6 +22,7 @@ import numpy as np
 
 from driple.metrics import target_names, unit
 from driple.predict.intervals import ConformalIntervals, coverage
+from driple.predict.predictor import measured_on
 
 
 def _measured_predicted(inspector, dataset, idx):
@@ -254,12 +255,3 @@ def training_resident(inspector) -> Optional[dict]:
         return None
     train = (inspector.info.get("split") or {}).get("train")
     return resident_memory_mb(dataset, jobs=train)
-
-
-def measured_on(inspector, provenance: Optional[dict] = None) -> Optional[str]:
-    """The hardware an inspector's training jobs were measured on: its host figures' CPU model,
-    else the dataset provenance's host."""
-    host = inspector.host
-    if host is not None and host.cpu_model:
-        return host.cpu_model
-    return ((provenance or {}).get("host") or {}).get("cpu_model")

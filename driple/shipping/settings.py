@@ -4,7 +4,7 @@
 The source setting's inspector is trained from scratch (or chosen among presets on validation or
 on an inner leave-family-out); every target setting's is transferred from it with the paper's
 scheme. Each gets split-conformal intervals, a model card and a checksum in the registry
-(:mod:`driple.predict.shipping`).
+(:mod:`driple.shipping.ship`).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def ship_settings(args, argv=None) -> int:
     from driple.inspector.splits import random_split
     from driple.inspector.train import TrainOptions
     from driple.inspector.transfer import default_scheme, finetune
-    from driple.predict.shipping import calibrate, ship
+    from driple.shipping.ship import calibrate, ship
 
     torch.set_num_threads(args.threads)
     command = "python scripts/ship_inspectors.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
@@ -118,7 +118,7 @@ def ship_settings(args, argv=None) -> int:
 def _ship_source(args, load, options, command):
     """Train the source inspector from scratch (graph-attribute variants side by side), ship it."""
     from driple.inspector.splits import random_split
-    from driple.predict.shipping import calibrate, ship
+    from driple.shipping.ship import calibrate, ship
 
     source_ds = load(args.source)
     split = random_split(source_ds, seed=args.seed)
