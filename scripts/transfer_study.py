@@ -6,8 +6,8 @@
 
 For each fraction of the target's training (and validation) jobs and each scheme (paper: second
 half of φr + MLP; mlp: MLP only; scratch: a fresh inspector) this fine-tunes on the same seeded
-split of the target dataset and prints the mean NRMSE / MAPE over the 12 metrics on the target's
-test jobs and the wall time of training. The summary names, per scheme, the least fraction
+split of the target dataset and prints the mean NRMSE / MAPE over the 13 targets (12 burst/idle
+metrics and the step time) on the target's test jobs and the wall time of training. The summary names, per scheme, the least fraction
 whose NRMSE is within ``--tolerance`` of scratch on all the data, and the speed-up in time.
 """
 from __future__ import annotations

@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     collect.set_defaults(func=lambda args: (collect.print_help(), 0)[1])
     cs = collect.add_subparsers(dest="collect_command", metavar="SUBCOMMAND")
 
-    run = cs.add_parser("run", help="launch one job for real and print its 12 metrics",
+    run = cs.add_parser("run", help="launch one job for real and print its labels (12 burst/idle metrics and the step time)",
                         description=_RUN_HELP, epilog=PROTOCOL,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("model", metavar="MODEL", help="zoo model name, or module:function / file.py:function")
@@ -279,7 +279,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def format_row(row: dict, out: Path) -> str:
-    """The 12 metrics with units, then the job's figures, as a small aligned table."""
+    """The declared targets with units (12 burst/idle metrics and the step time), then the job's
+    figures, as a small aligned table."""
     from driple.metrics import target_names, unit
 
     other = row.get("host_other_cpu_pct")

@@ -2,15 +2,15 @@
 
 After a job, every rank's sampled series is labelled over its measurement window (from its
 first measured iteration's start to its last iteration's end, warm-up excluded). The row
-holds the mean over *workers* of the 12 metrics (parameter servers are labelled too, in the
+holds the mean over *workers* of the 13 targets (parameter servers are labelled too, in the
 per-rank detail ``raw/<job_id>.json``, not in the mean).
 
 Row columns (units):
 - ``job_id``, ``setting`` (id), ``model``, ``family``, ``knobs`` (JSON), ``batch_size`` (per
   worker), ``optimizer``, ``lr``, ``seed``, ``seconds`` (asked measurement length, s)
-- the 12 metrics of :func:`driple.metrics.target_names` from the timeline labeller (%, MB, MB/s, s;
-  see :mod:`driple.collect.labels.timeline`), ``step_time`` (median iteration period, s) and
-  ``samples_per_s`` (workers x batch / step time)
+- the 13 targets of :func:`driple.metrics.target_names` from the timeline labeller (see
+  :mod:`driple.collect.labels.timeline`): the 12 burst/idle metrics (%, MB, MB/s, s) and
+  ``step_time`` (median iteration period, s); ``samples_per_s`` (workers x batch / step time)
 - ``iter_time_mean_s``, ``iter_time_std_s`` (over all measured iterations of all workers),
   ``iterations`` (measured, fewest of any worker), ``tx_bytes_per_iter``,
   ``rx_bytes_per_iter`` (per worker, mean over workers, B), ``param_bytes`` (model parameters, B)

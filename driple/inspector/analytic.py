@@ -14,7 +14,7 @@ Interface: ``fit(train, val) -> self`` on graphs, ``predict(graphs) -> [n, 1]``
 :class:`~driple.inspector.estimators.Estimator` of every target (``analytic`` in
 :mod:`driple.inspector.estimator_registry`), so that ``driple evaluate`` and
 ``scripts/reproduce.py`` score it beside the others in one run: it predicts the step time and
-leaves the 12 metrics unpredicted (NaN, scored as "-").
+leaves the 12 burst/idle metrics unpredicted (NaN, scored as "-").
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Data flow: :mod:`registry` (which trained inspectors ship, by setting) -> :mod:`predictor`
 (build the job's graph, run the inspector, attach :mod:`intervals`; for a model of a family it
 did not train on, those of :mod:`unseen`) -> :mod:`profile`
-(:class:`ResourceProfile`: the 12 metrics, duty cycles, expected series) -> :mod:`colocate`
+(:class:`ResourceProfile`: the 13 targets, i.e. 12 burst/idle metrics and the step time; duty
+cycles, expected series) -> :mod:`colocate`
 (combined load and burst collisions of jobs sharing a device or link).
 
 ``driple.predict.colocate`` is the module; the function is ``driple.colocate``.

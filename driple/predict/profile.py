@@ -9,7 +9,7 @@ with optional prediction intervals, and derives per resource:
 - **mean load** = idle level + (burst amount - idle level) x duty cycle (units of the burst
   amount: % of a core or % GPU, % of host memory, MB/s).
 
-Assumptions (they change the numbers; each is a reading of the 12 metrics, which hold no idle
+Assumptions (they change the numbers; each is a reading of the 12 burst/idle metrics, which hold no idle
 *level*, only the burst level and the lengths of burst and idle runs):
 
 1. **The series is a periodic square wave**: the burst level for ``burst_duration``, then the

@@ -1,4 +1,4 @@
-"""Burst/idle labelling of a resource time series, and the 12 metrics of one job.
+"""Burst/idle labelling of a resource time series, and the 12 burst/idle metrics of one job.
 
 As in the Driple paper, the samples of each resource are split into two clusters by k-means on
 their value (scikit-learn ``KMeans``, seeded); the cluster with the higher centre is *burst*.
@@ -192,7 +192,7 @@ def label_rates(
     min_gap: dict | None = None,
     random_state: int | None = 0,
 ) -> dict:
-    """The 12 metrics (``driple.metrics.METRICS``) plus ``<res>_share_{I,BIB,B}`` of one worker.
+    """The 12 burst/idle metrics (``driple.metrics.METRICS``; no step time) plus ``<res>_share_{I,BIB,B}`` of one worker.
 
     ``df`` is :meth:`RawSeries.rates` output (index t in s, columns compute, memory, tx, rx);
     only rows with ``t0 <= t <= t1`` are used (the steady-state window). NaN rows of a

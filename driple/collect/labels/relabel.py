@@ -31,7 +31,7 @@ def _job_labels(dataset_dir: str | Path, job_id: str, labellers):
 
 
 def relabel_job(dataset_dir: str | Path, job_id: str, labeller: str = "timeline") -> dict:
-    """The row's label columns recomputed from its raw files: the 12 metrics and
+    """The row's label columns recomputed from its raw files: the 12 burst/idle metrics and
     ``step_time`` (``labeller="timeline"``) or the ``kmeans_*`` columns (``"kmeans"``)."""
     return _job_labels(dataset_dir, job_id, (labeller,)).row
 

@@ -222,7 +222,7 @@ def comm_runs(timelines: dict[str, RankTimeline], shared_clock: bool = True) -> 
 def label_rank(tl: RankTimeline, net: dict, rates=None, series_start_ns: int | None = None,
                window_bytes: tuple[float, float] | None = None, merge_gap: int = MERGE_GAP_NS,
                min_iterations: int = MIN_ITERATIONS) -> dict:
-    """Labels of one rank (module docstring): the 12 metrics, ``step_time``, spreads, extras.
+    """Labels of one rank (module docstring): the 12 burst/idle metrics, ``step_time``, spreads, extras.
 
     ``net`` is this rank's :func:`comm_runs` entry. ``rates`` (optional) is the sampler's
     :meth:`~driple.collect.series.RawSeries.rates` table of the rank (index s since
