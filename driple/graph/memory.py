@@ -159,7 +159,7 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
         state, update_peak, comm_after_backward = 0, 0, params
     if declared.sharded:
         w = max(int(workers), 1)
-        live, _ = transient_profile(graph, placeholders, [traced.loss_node])  # full grads freed
+        live = _scattered(traced, declared.units, live, kept, w)
         kept = {}
         gathered = _gathered_bytes(traced, declared.units, w)
         params, state, update_peak, grad_bytes = params // w, state // w, update_peak // w, grad_bytes // w
@@ -167,6 +167,23 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
             "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
             "comm": comm, "comm_after_backward": comm_after_backward, "gathered": gathered,
             "held": params + other_inputs + state + batch + comm}
+
+
+def _scattered(traced, units_ref: str, live, kept: dict, workers: int):
+    """The live bytes of a sharded step: a unit's full gradients stay until its last one is made
+    (its reduce-scatter then runs), and only their shard is kept after it."""
+    from driple.strategies.registry import resolve_function
+
+    position = {n: i for i, n in enumerate(traced.graph_module.nodes)}
+    live = live.astype(np.float64).copy()
+    for _name, params in resolve_function(units_ref)(list(traced.param_names)):
+        grads = [traced.grad_nodes[i] for i in params if traced.grad_nodes[i] is not None]
+        where = [position[g] for g in grads if g in position]
+        if not where:
+            continue
+        full = sum(kept.get(g, 0) for g in grads)
+        live[max(where) + 1:] -= full - full // workers
+    return live
 
 
 def _gathered_bytes(traced, units_ref: str, workers: int) -> int:
