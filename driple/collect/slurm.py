@@ -100,7 +100,7 @@ def run_slurm_sweep(grid, out_dir, setting=None, *, partition: str | None = None
     try:
         import submitit
     except ImportError:
-        raise DripleError("the slurm executor needs submitit: pip install submitit") from None
+        raise DripleError("the slurm executor needs submitit: pip install 'driple[slurm]'") from None
     from tqdm import tqdm
 
     from driple.collect.launcher import default_timeout

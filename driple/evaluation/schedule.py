@@ -76,7 +76,8 @@ def check_interference(root: str = "datasets") -> dict:
 
     pairs = measured_pairs(root)
     if not pairs:
-        raise DripleError(f"no measured co-run with solo rows under {root}/v2*/corun-*")
+        raise DripleError(f"no measured co-run with solo rows under {root}/v2*/corun-*: the check "
+                          "reads a driple checkout's datasets/ (a wheel ships none); run it there")
     shipped = InterferenceModel()
     fitted = fit_interference(_cases(pairs))
     loo, per_pair = [], []
