@@ -104,7 +104,6 @@ def run_slurm_sweep(grid, out_dir, setting=None, *, partition: str | None = None
     from tqdm import tqdm
 
     from driple.collect.launcher import default_timeout
-    from driple.collect.results import unrun_row
     from driple.collect.sweep import plan_sweep
 
     out_dir = Path(out_dir).resolve()
@@ -143,7 +142,7 @@ def run_slurm_sweep(grid, out_dir, setting=None, *, partition: str | None = None
             if states is None:
                 bar.set_postfix_str("Slurm controller unreachable; asking again", refresh=True)
             for jid, (spec, job) in list(jobs.items()):
-                row = _gathered(job, spec, plan, jid, states, gone_since, unrun_row)
+                row = _gathered(job, spec, plan, jid, states, gone_since)
                 if row is None:
                     continue
                 plan.table.append(row)
@@ -164,8 +163,10 @@ def run_slurm_sweep(grid, out_dir, setting=None, *, partition: str | None = None
     return counts
 
 
-def _gathered(job, spec, plan, jid, states, gone_since, unrun_row) -> dict | None:
+def _gathered(job, spec, plan, jid, states, gone_since) -> dict | None:
     """The row of a finished job, or None while it is queued or running (or unknown)."""
+    from driple.collect.results import unrun_row
+
     sid = str(job.job_id)
     if Path(job.paths.result_pickle).exists():
         try:
@@ -175,7 +176,7 @@ def _gathered(job, spec, plan, jid, states, gone_since, unrun_row) -> dict | Non
             return unrun_row(spec, plan.setting, jid, plan.seconds,
                              f"slurm job {sid} raised: {text[-1] if text else type(err).__name__}",
                              slurm_job_id=sid)
-    if states is None or sid in states and states[sid] in LIVE:
+    if states is None or states.get(sid) in LIVE:
         return None
     first = gone_since.setdefault(jid, time.monotonic())
     if time.monotonic() - first < RESULT_GRACE_S:

@@ -158,10 +158,13 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
     if not declared.optimizer_on_worker:
         state, update_peak, comm_after_backward = 0, 0, params
     if declared.sharded:
+        from driple.strategies.registry import resolve_function
+
         w = max(int(workers), 1)
-        live = _scattered(traced, declared.units, live, kept, w)
+        units = resolve_function(declared.units)(list(traced.param_names))
+        live = _scattered(traced, units, live, kept, w)
         kept = {}
-        gathered = _gathered_bytes(traced, declared.units, w)
+        gathered = _gathered_bytes(traced, units, w)
         params, state, update_peak, grad_bytes = params // w, state // w, update_peak // w, grad_bytes // w
     return {"traced": traced, "live": live, "kept": kept, "grads": grads, "grad_bytes": grad_bytes,
             "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
@@ -169,14 +172,13 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
             "held": params + other_inputs + state + batch + comm}
 
 
-def _scattered(traced, units_ref: str, live, kept: dict, workers: int):
+def _scattered(traced, units: list, live, kept: dict, workers: int):
     """The live bytes of a sharded step: a unit's full gradients stay until its last one is made
-    (its reduce-scatter then runs), and only their shard is kept after it."""
-    from driple.strategies.registry import resolve_function
-
+    (its reduce-scatter then runs), and only their shard is kept after it. ``units``: the
+    strategy's ``[(unit name, parameter indices), ...]``."""
     position = {n: i for i, n in enumerate(traced.graph_module.nodes)}
     live = live.astype(np.float64).copy()
-    for _name, params in resolve_function(units_ref)(list(traced.param_names)):
+    for _name, params in units:
         grads = [traced.grad_nodes[i] for i in params if traced.grad_nodes[i] is not None]
         where = [position[g] for g in grads if g in position]
         if not where:
@@ -186,13 +188,10 @@ def _scattered(traced, units_ref: str, live, kept: dict, workers: int):
     return live
 
 
-def _gathered_bytes(traced, units_ref: str, workers: int) -> int:
+def _gathered_bytes(traced, units: list, workers: int) -> int:
     """Bytes an FSDP worker holds beyond its shards while it computes: the full parameters of
     the two largest units (the one computing and the one prefetched) and of the root unit."""
-    from driple.strategies.registry import resolve_function
-
     sizes = traced.param_bytes
-    units = resolve_function(units_ref)(list(traced.param_names))
     root = sum(sum(sizes[i] for i in params) for name, params in units if not name)
     blocks = sorted((sum(sizes[i] for i in params) for name, params in units if name), reverse=True)
     return int((sum(blocks[:2]) + root) * (workers - 1) / workers)

@@ -101,6 +101,23 @@ def plan_iterations(typical_s: float, seconds: float, min_iterations: int, max_s
     return need
 
 
+def warm_up(job: dict, name: str, step) -> float:
+    """Run the job's warm-up iterations between its two start gates; returns the typical
+    warm-up iteration in seconds (the median of the second half: the first ones pay for caches)."""
+    import statistics
+
+    wait_at_start_gate(job, name, "ready")
+    warm = [step() for _ in range(job["spec"]["warmup"])]
+    wait_at_start_gate(job, name, "warm")
+    return statistics.median(warm[len(warm) // 2:]) / 1e9
+
+
+def iterations_for(job: dict, typical_s: float) -> int:
+    """:func:`plan_iterations` with the job's ``seconds``, ``min_iterations`` and ``max_seconds``."""
+    return plan_iterations(typical_s, float(job["seconds"]), int(job.get("min_iterations", 1)),
+                           job.get("max_seconds"))
+
+
 def top_up_iterations(elapsed_s: float, done: int, seconds: float, max_seconds: float | None) -> int:
     """More iterations for a measurement that came out shorter than ``seconds``.
 
@@ -303,22 +320,16 @@ def measure_collectively(job: dict, name: str, step, device, profiled_recorder=N
     (:func:`plan_iterations`), then top up together: the shortest measurement decides
     (:func:`top_up_iterations`). ``step()`` runs one iteration and returns its ns; with
     ``profiled_recorder`` the measured part runs inside a profiler window for it."""
-    import statistics
-
     import torch
     import torch.distributed as dist
 
     spec = job["spec"]
-    wait_at_start_gate(job, name, "ready")
-    warm = [step() for _ in range(spec["warmup"])]
-    wait_at_start_gate(job, name, "warm")
+    typical_s = warm_up(job, name, step)
     iterations = spec["iterations"]
     if iterations is None:
-        typical = statistics.median(warm[len(warm) // 2:])
-        slowest = torch.tensor([float(typical)], device=device)
+        slowest = torch.tensor([typical_s], device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        iterations = plan_iterations(slowest.item() / 1e9, float(job["seconds"]),
-                                     int(job.get("min_iterations", 1)), job.get("max_seconds"))
+        iterations = iterations_for(job, slowest.item())
 
     def measure() -> None:
         t0 = time.monotonic_ns()

@@ -22,7 +22,6 @@ Servers count *rounds* (one per release) where workers count iterations.
 """
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -35,11 +34,11 @@ from driple.collect.workers.common import (
     device_for,
     env_contract,
     hold_store_until_peers_leave,
-    plan_iterations,
+    iterations_for,
     run_and_exit,
     single_thread,
     sync,
-    wait_at_start_gate,
+    warm_up,
     write_info,
 )
 from driple.strategies.ps import ps_shards  # the input builder's placement, so graph and job agree
@@ -215,14 +214,10 @@ def run(job: dict) -> int:
         sync(device)
         return log.end(recorder.end_iteration())
 
-    wait_at_start_gate(job, name, "ready")
-    warm = [step() for _ in range(spec["warmup"])]
-    wait_at_start_gate(job, name, "warm")
+    typical_s = warm_up(job, name, step)
     iterations = spec["iterations"]
     if iterations is None:
-        typical = statistics.median(warm[len(warm) // 2:])
-        iterations = plan_iterations(typical / 1e9, float(job["seconds"]),
-                                     int(job.get("min_iterations", 1)), job.get("max_seconds"))
+        iterations = iterations_for(job, typical_s)
     for _ in range(iterations):
         step()
     log.close()
