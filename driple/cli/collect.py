@@ -121,6 +121,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="kill the job and record it failed after this many s (default 90 + 2 x max(seconds, max-seconds))")
     run.add_argument("--launcher", choices=["env", "torchrun"], default="env",
                      help="start ranks directly with the torch env contract (default) or via torchrun (loopback only)")
+    run.add_argument("--nodes", type=int, default=None, metavar="N",
+                     help="run as a multi-node job: N emulated nodes (network namespaces with the "
+                     "setting's links), one torchrun agent each, joined through c10d rendezvous")
     run.add_argument("--period", type=float, default=0.01, help="sampling period, s (default 0.01)")
     run.add_argument("--out", default=None, help="dataset directory for the row and raw series (default runs/<setting>)")
     run.add_argument("--json", action="store_true", help="print the row as JSON")
@@ -158,6 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument("--max-jobs", type=int, default=None, metavar="N",
                        help="run at most N of the pending jobs (grid order), leave the rest for later")
     sweep.add_argument("--launcher", choices=["env", "torchrun"], default="env", help="how ranks are started (default env)")
+    sweep.add_argument("--nodes", type=int, default=None, metavar="N",
+                       help="measure every job as a multi-node job of N emulated nodes (see `collect run --nodes`)")
     sweep.add_argument("--executor", choices=["local", "slurm"], default="local",
                        help="local: one job after another on this host (default); slurm: every point "
                        "an exclusive Slurm job through submitit")
@@ -265,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run_job(spec, setting, seconds=args.seconds, out_dir=out, timeout=args.timeout,
                          launcher=args.launcher, period_s=args.period, record=False,
                          min_iterations=args.min_iterations, max_seconds=args.max_seconds,
-                         timeline=args.timeline)
+                         timeline=args.timeline, nodes=args.nodes)
     except JobInterrupted as stop:
         table.append(stop.result.row)
         raise KeyboardInterrupt from None
@@ -327,7 +332,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            wait_quiet=args.wait_quiet, max_seconds=args.max_seconds,
                            min_iterations=args.min_iterations,
                            allow_other_hardware=args.allow_other_hardware,
-                           host_lock=args.host_lock)
+                           host_lock=args.host_lock, nodes=args.nodes)
     except KeyboardInterrupt:
         print(f"driple: sweep stopped; finished rows are in {Path(args.out) / 'results.csv'}. "
               "Run the same command again to continue.", file=sys.stderr)
@@ -343,7 +348,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _slurm_sweep(args: argparse.Namespace) -> int:
     from driple.collect.slurm import run_slurm_sweep
 
-    local_only = [f"--{n.replace('_', '-')}" for n in ("wait_quiet", "host_lock") if getattr(args, n) is not None]
+    local_only = [f"--{n.replace('_', '-')}" for n in ("wait_quiet", "host_lock", "nodes") if getattr(args, n) is not None]
     if local_only:
         raise DripleError(f"{', '.join(local_only)} apply to --executor local only (a Slurm point has its node to itself)")
     try:

@@ -4,7 +4,8 @@
 own process with the torch env contract (``MASTER_ADDR``/``PORT``, ``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``), or through ``torchrun`` (``launcher="torchrun"``, loopback only). In an
 emulated setting (network != ``lo``) each rank runs in its own namespace of an
-:class:`~driple.collect.netns.EmulatedCluster`. A :class:`~driple.collect.sampling.SamplerProcess`
+:class:`~driple.collect.netns.EmulatedCluster`; with ``nodes=N`` each namespace is a node with
+its own torchrun agent and sampler, joined through c10d rendezvous (:mod:`driple.collect.multinode`). A :class:`~driple.collect.sampling.SamplerProcess`
 samples every rank while it runs; afterwards each rank's series is labelled over its
 measurement window (after warm-up, taken from its iteration log) and the row is built by
 :mod:`driple.collect.results`.
@@ -102,6 +103,7 @@ def run_job(
     master_port: int | None = None,
     start_gate: dict | None = None,
     host_probe_on: bool = True,
+    nodes: int | None = None,
 ) -> JobResult:
     """Launch ``spec`` in ``setting`` for real, measure after warm-up, return its row.
 
@@ -122,6 +124,9 @@ def run_job(
     co-run hands each of its jobs its own); an emulated cluster always uses 29500 on its hosts.
     ``host_probe_on``: measure the host's speed just before the job (:func:`host_probe`, a
     quarter of a second) and keep it in the row.
+    ``nodes``: run as a multi-node job of that many emulated nodes, one torchrun agent each,
+    joined through c10d rendezvous (:mod:`driple.collect.multinode`); the row says which node
+    held which rank (``nodes``, ``rank_nodes``).
     """
     spec = spec if isinstance(spec, JobSpec) else JobSpec.from_dict(spec)
     setting = parse_setting(setting)
@@ -131,6 +136,10 @@ def run_job(
         raise DripleError(f"unknown timeline source {timeline!r}; use 'marks' or 'profiler'")
     if int(min_iterations) < 1:
         raise DripleError("min_iterations must be at least 1")
+    if nodes is not None:
+        from driple.collect.multinode import check_nodes
+
+        check_nodes(setting, nodes, launcher)
     if launcher == "torchrun" and setting.emulated:
         raise DripleError("torchrun starts all ranks on one host; emulated settings use launcher='env'")
     if float(seconds) <= 0 and spec.iterations is None:
@@ -159,7 +168,7 @@ def run_job(
         "setting": setting.to_dict(), "spec": spec.to_dict(), "start_gate": start_gate,
     }))
 
-    run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port)
+    run = _Run(spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port, nodes)
     probe = host_probe() if host_probe_on else {}
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
@@ -186,6 +195,7 @@ def run_job(
 
     row, detail = build_row(run, started=started, duration_s=duration, out_dir=out_dir)
     row.update(probe)
+    row.update(run.node_columns())
     detail_path = raw_dir / f"{jid}.json"
     write_json(detail_path, detail)
     _merge_logs(work, raw_dir / f"{jid}.log")
@@ -207,10 +217,14 @@ def run_job(
 class _Run:
     """The processes, sampler and cluster of one job, and what became of them."""
 
-    def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port=None):
+    def __init__(self, spec, setting, jid, work, raw_dir, timeout, launcher, period_s, master_port=None,
+                 nodes=None):
         self.spec, self.setting, self.job_id = spec, setting, jid
         self.work, self.raw_dir, self.timeout = work.resolve(), raw_dir, timeout
         self.launcher, self.period_s, self.master_port = launcher, period_s, master_port
+        self.nodes = int(nodes) if nodes else None
+        self.rank_nodes: dict[str, int] = {}
+        self.node_samplers: list = []
         self.names = roles(setting)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.cluster = None
@@ -231,9 +245,15 @@ class _Run:
         if self.setting.emulated:
             from driple.collect.netns import EmulatedCluster
 
-            self.cluster = EmulatedCluster(len(self.names), self.setting.link_bps)
+            self.cluster = EmulatedCluster(self.nodes or len(self.names), self.setting.link_bps)
             self.cluster.create()
             hosts = self.cluster.hosts
+        if self.nodes:
+            self._spawn_nodes()
+            pids = self._wait_pids(deadline)
+            if pids is not None and self._start_node_samplers(pids):
+                self._supervise(deadline)
+            return
         if self.launcher == "torchrun":
             self._spawn_torchrun()
         else:
@@ -294,6 +314,52 @@ class _Run:
         env.pop("WORLD_SIZE")
         self._popen("torchrun", cmd, env)
 
+    def _spawn_nodes(self) -> None:
+        """One torchrun agent per emulated node (:mod:`driple.collect.multinode`)."""
+        from driple.collect.multinode import agent_command
+
+        env = self._base_env()
+        env.pop("WORLD_SIZE")
+        per_node = len(self.names) // self.nodes
+        rdzv_host = self.cluster.hosts[0].address
+        for host in self.cluster.hosts:
+            cmd = agent_command(host, self.nodes, per_node, self.job_id, rdzv_host, self._module(),
+                                self.work / "job.json")
+            self._popen(f"node{host.index}", cmd, dict(env, **host.env()))
+
+    def _start_node_samplers(self, pids: dict[str, int]) -> bool:
+        """Learn each rank's node from its namespace, then start one sampler per node."""
+        from driple.collect.multinode import node_of_pid
+        from driple.collect.sampling import SamplerProcess, Target
+
+        for name, pid in pids.items():
+            node = node_of_pid(pid, self.cluster.hosts)
+            if node is None:
+                self.fail(f"{name} (pid {pid}) runs in none of the job's nodes")
+                return False
+            self.rank_nodes[name] = node
+        for host in self.cluster.hosts:
+            targets = [Target(name=n, pid=pids[n], cores=1.0, veth=host.veth)
+                       for n in self.names if self.rank_nodes[n] == host.index]
+            self.targets += targets
+            sampler = SamplerProcess(targets, self.raw_dir / f"{self.job_id}.node{host.index}.npz",
+                                     period_s=self.period_s, device=self.setting.device, net_mode="veth")
+            try:
+                sampler.start()
+            except DripleError as err:
+                time.sleep(0.5)
+                self._check_exits()
+                self.fail(f"node {host.index}'s sampler could not start: {err}")
+                return False
+            self.node_samplers.append(sampler)
+        return True
+
+    def node_columns(self) -> dict:
+        """Row columns of a multi-node job: how many nodes, and which node held which rank."""
+        if not self.nodes:
+            return {}
+        return {"nodes": self.nodes, "rank_nodes": json.dumps(self.rank_nodes, sort_keys=True)}
+
     def _popen(self, name: str, cmd: list[str], env: dict) -> None:
         log = open(self.work / f"{name}.log", "wb")
         try:
@@ -306,7 +372,7 @@ class _Run:
 
     def _wait_pids(self, deadline: float) -> dict[str, int] | None:
         """Pid of every rank (its ``.pid`` file); None when the job failed before that."""
-        if self.launcher == "env":
+        if self.launcher == "env" and not self.nodes:
             return {name: proc.pid for name, proc in self.procs}
         while time.monotonic() < deadline:
             pids = {}
@@ -376,9 +442,31 @@ class _Run:
                 self.raw_path = Path(self.sampler.stop())
             except Exception as err:  # keep the job's outcome; say what the sampler did
                 self.fail(f"sampler failed: {err}")
+        self._gather_node_series()
         if self.cluster is not None:
             self.cluster.remove()
 
+
+    def _gather_node_series(self) -> None:
+        """Stop the nodes' samplers and merge their files into the job's one raw file."""
+        if not self.node_samplers:
+            return
+        from driple.collect.multinode import merge_series
+
+        parts = []
+        for i, sampler in enumerate(self.node_samplers):
+            try:
+                parts.append(Path(sampler.stop()))
+            except Exception as err:  # noqa: BLE001 - keep the job's outcome; say which node failed
+                self.fail(f"node {i}'s sampler failed: {err}")
+        try:
+            if len(parts) == len(self.node_samplers):
+                self.raw_path = merge_series(parts, self.raw_dir / f"{self.job_id}.npz")
+        except DripleError as err:
+            self.fail(str(err))
+        finally:
+            for part in parts:
+                part.unlink(missing_ok=True)
 
     def _kill_ranks(self) -> None:
         """Ranks that torchrun started in sessions of their own (they outlive a killed agent)."""

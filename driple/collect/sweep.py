@@ -222,6 +222,7 @@ def run_sweep(
     allow_other_hardware: bool = False,
     host_lock: str | os.PathLike | None = None,
     until: float | None = None,
+    nodes: int | None = None,
 ) -> dict:
     """Run every job of ``grid`` in ``setting`` not yet done in ``out_dir``; return counts.
 
@@ -233,6 +234,7 @@ def run_sweep(
     records the running job as interrupted and re-raises ``KeyboardInterrupt``.
     ``retry_contended`` (% of host CPU) re-runs ok jobs during which other processes used more;
     ``retry_delayed`` (%) re-runs ok jobs whose ranks waited longer for a CPU (``run_delay_pct``).
+    ``nodes``: measure each job as a multi-node job (:func:`~driple.collect.launcher.run_job`).
     """
     from driple.collect.launcher import run_job
 
@@ -263,7 +265,7 @@ def run_sweep(
                 with holding_host(host_lock):
                     result = run_job(spec, setting, seconds=seconds, out_dir=out_dir, timeout=timeout,
                                      launcher=launcher, period_s=period_s, job_id=jid, record=False,
-                                     max_seconds=max_seconds, min_iterations=min_iterations)
+                                     max_seconds=max_seconds, min_iterations=min_iterations, nodes=nodes)
             except JobInterrupted as stop:
                 table.append(stop.result.row)
                 counts["failed"] += 1

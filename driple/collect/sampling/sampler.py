@@ -91,6 +91,15 @@ def check_config(targets: list[Target], period_s: float, device: str, net_mode: 
 
 
 
+def boot_id() -> str:
+    """This machine's boot id: processes with the same one share CLOCK_MONOTONIC."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def host_cpu_jiffies(fd: int | None = None) -> tuple[int, int]:
     """(busy, total) CPU jiffies of the whole host since boot, from the first line of /proc/stat.
 
@@ -420,6 +429,7 @@ class Sampler:
             "device": self.device,
             "net_mode": self.net_mode,
             "start_ns": self.start_ns,
+            "boot_id": boot_id(),  # series with the same one share a clock (multi-node merges)
             "clock_offset_ns": self.clock_offset_ns,
             "host_mem_bytes": host_mem,
             "n_samples": self.n_samples,
