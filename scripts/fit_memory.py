@@ -4,6 +4,10 @@ figures into ``trained_models/evaluation/memory.json``.
 
     python scripts/fit_memory.py            # print only
     python scripts/fit_memory.py --write    # the shipped files it came from
+    python scripts/fit_memory.py --write --settings cpu-fsdp-w2-lo --figures trained_models/evaluation/fsdp/memory.json
+
+``--settings`` fits and writes only those settings' entries; the figures file keeps the records
+of the settings not refitted.
 """
 from __future__ import annotations
 
@@ -21,14 +25,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", action="store_true", help="write the registry entries and the evaluation file")
     ap.add_argument("--datasets", default="datasets")
+    ap.add_argument("--settings", nargs="+", default=None, metavar="SETTING",
+                    help="only these shipped settings (default: every one)")
+    ap.add_argument("--figures", default=None, metavar="FILE",
+                    help="where --write puts the figures (default trained_models/evaluation/memory.json)")
     args = ap.parse_args(argv)
     from driple.collect.provenance import script_stamp
     from driple.evaluation.memory import fit_setting
     from driple.predict.registry import list_settings, load_registry, models_dir
 
+    shipped = [e["setting"] for e in list_settings()]
+    unknown = sorted(set(args.settings or ()) - set(shipped))
+    if unknown:
+        print(f"fit_memory: not shipped: {', '.join(unknown)} (shipped: {', '.join(shipped)})", file=sys.stderr)
+        return 2
     records = {}
-    for entry in list_settings():
-        s = entry["setting"]
+    for s in shipped:
+        if args.settings and s not in args.settings:
+            continue
         ooz = OUT_OF_ZOO.get(s, [])  # relative to the checkout: run from its root
         records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True)
         r = records[s]
@@ -44,9 +58,15 @@ def main(argv=None) -> int:
                 e["memory"] = {k: v for k, v in records[e["setting"]].items() if k in (
                     "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")}
         (root / "registry.json").write_text(json.dumps(reg, indent=2) + "\n")
-        (root / "evaluation" / "memory.json").write_text(json.dumps(
-            {"section": "memory", **script_stamp("fit_memory.py"), "settings": records}, indent=2) + "\n")
-        print(f"wrote {root / 'registry.json'} and {root / 'evaluation' / 'memory.json'}")
+        figures = Path(args.figures) if args.figures else root / "evaluation" / "memory.json"
+        kept = {}
+        if args.settings and figures.exists():  # the settings not refitted keep their records
+            kept = {k: v for k, v in json.loads(figures.read_text()).get("settings", {}).items()
+                    if k not in records}
+        figures.parent.mkdir(parents=True, exist_ok=True)
+        figures.write_text(json.dumps({"section": "memory", **script_stamp("fit_memory.py", argv),
+                                       "settings": {**kept, **records}}, indent=2) + "\n")
+        print(f"wrote {root / 'registry.json'} and {figures}")
     return 0
 
 

@@ -6,6 +6,10 @@ measured row in each setting's dataset. For each such job the shipped inspectors
 time and memory burst amount in both settings; a verdict *agrees* when the predicted order of
 the two settings is the measured order. A difference within the label's own noise (``tie``,
 relative, measured) is reported apart: there the measured order itself is a coin toss.
+
+:func:`first_per_family` picks a few jobs by a rule fixed before any outcome is looked at (the
+first job of each family in the grid's order), for a table of model-metric pairs that can be
+read line by line (:func:`pairs_table`).
 """
 from __future__ import annotations
 
@@ -38,6 +42,32 @@ def common_jobs(dataset_a: str | Path, dataset_b: str | Path, max_contention: fl
     return [(job_config(a[k]), a[k], b[k]) for k in a if k in b]
 
 
+def first_per_family(jobs: list[tuple], grid: str | Path, families: int) -> list[tuple]:
+    """The jobs of ``jobs`` (:func:`common_jobs`) that come first in their family in the order of
+    the grid file ``grid``, for the first ``families`` families of that order; a grid job not
+    measured ok (and quiet) in both datasets is passed over, so its family's next one counts."""
+    from driple.collect.sweep import load_grid
+
+    by_key = {_key(config): (config, a, b) for config, a, b in jobs}
+    chosen, seen = [], set()
+    for spec in load_grid(grid)["jobs"]:
+        job = by_key.get(_key({"model": spec.model, "knobs": spec.knobs or {}, "batch_size": spec.batch_size,
+                               "optimizer": spec.optimizer}))
+        if job is None:
+            continue
+        family = str(job[2].get("family") or job[1].get("family"))
+        if family in seen:
+            continue
+        seen.add(family)
+        chosen.append(job)
+        if len(chosen) == families:
+            break
+    if len(chosen) < families:
+        raise DripleError(f"only {len(chosen)} families of {grid} have a job measured in both datasets "
+                          f"({families} asked for)")
+    return chosen
+
+
 def judge(measured: tuple, predicted: tuple, settings: tuple, tie: float = 0.05) -> dict:
     """One verdict: which of two settings is lower, measured and predicted, whether they agree,
     and whether the measured difference is within ``tie`` (relative to the lower value)."""
@@ -50,12 +80,20 @@ def judge(measured: tuple, predicted: tuple, settings: tuple, tie: float = 0.05)
 
 
 def strategy_agreement(setting_a: str, setting_b: str, dataset_a: str | Path, dataset_b: str | Path,
-                       tie: float = 0.05, limit: int | None = None, progress: bool = False) -> dict:
+                       tie: float = 0.05, limit: int | None = None, progress: bool = False,
+                       grid: str | Path | None = None, families: int | None = None) -> dict:
     """Predicted against measured order of ``setting_a`` and ``setting_b`` per job and metric
-    (module docstring); ``limit`` jobs at most (in dataset order)."""
+    (module docstring); ``limit`` jobs at most (in dataset order); with ``families``, only the
+    first job of each of the first ``families`` families in the order of ``grid``
+    (:func:`first_per_family`)."""
     from driple.predict.predictor import Predictor
 
-    jobs = common_jobs(dataset_a, dataset_b)[:limit]
+    jobs = common_jobs(dataset_a, dataset_b)
+    if families:
+        if grid is None:
+            raise DripleError("picking the first job of each family needs the grid that orders them")
+        jobs = first_per_family(jobs, grid, families)
+    jobs = jobs[:limit]
     if not jobs:
         raise DripleError(f"no job measured ok in both {dataset_a} and {dataset_b}")
     predictors = {s: Predictor.load(s) for s in (setting_a, setting_b)}
@@ -72,7 +110,8 @@ def strategy_agreement(setting_a: str, setting_b: str, dataset_a: str | Path, da
                                  optimizer=config["optimizer"], knobs=config["knobs"])
             predicted[s] = {m: float(prof.metrics[m]) for m in METRICS}
         for m in METRICS:
-            rows.append({"model": config["model"], "knobs": config["knobs"], "batch_size": config["batch_size"],
+            rows.append({"job_id": row_b["job_id"], "family": str(row_b.get("family")),
+                         "model": config["model"], "knobs": config["knobs"], "batch_size": config["batch_size"],
                          "optimizer": config["optimizer"], "metric": m,
                          **judge((float(row_a[m]), float(row_b[m])),
                                  (predicted[setting_a][m], predicted[setting_b][m]),
@@ -86,3 +125,25 @@ def strategy_agreement(setting_a: str, setting_b: str, dataset_a: str | Path, da
                       "measured_lower": {s: sum(r["measured_lower"] == s for r in mine) for s in (setting_a, setting_b)}}
     return {"settings": [setting_a, setting_b], "datasets": [str(dataset_a), str(dataset_b)],
             "tie": tie, "summary": summary, "rows": rows}
+
+
+UNITS = {"step_time": ("s", 1.0), "memory_burst_amount": ("MB", 1.0)}
+
+
+def pairs_table(result: dict) -> str:
+    """The model-metric pairs of ``result`` (:func:`strategy_agreement`) as a markdown table:
+    measured and predicted value in each setting, the lower one of each, agreement, tie."""
+    a, b = result["settings"]
+    lines = [f"| job | metric | measured {a} | measured {b} | predicted {a} | predicted {b} | measured lower | "
+             "predicted lower | agrees | within tie |", "|---|---|---|---|---|---|---|---|---|---|"]
+    short = {a: a, b: b}
+    for r in result["rows"]:
+        unit, _ = UNITS.get(r["metric"], ("", 1.0))
+        (ma, mb), (pa, pb) = r["measured"], r["predicted"]
+        lines.append(f"| {r['job_id']} ({r['optimizer']}) | {r['metric']} ({unit}) | {ma:.4g} | {mb:.4g} | {pa:.4g} | "
+                     f"{pb:.4g} | {short[r['measured_lower']]} | {short[r['predicted_lower']]} | "
+                     f"{'yes' if r['agrees'] else '**no**'} | {'yes' if r['tie'] else 'no'} |")
+    agree = sum(r["agrees"] for r in result["rows"])
+    lines.append("")
+    lines.append(f"The predicted order agrees with the measured one on {agree} of {len(result['rows'])} pairs.")
+    return "\n".join(lines) + "\n"
