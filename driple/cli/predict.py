@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "are carried over by the inspector's roofline")
     pr.add_argument("--memory", action="store_true",
                     help="also print the simulated memory's breakdown at its peak (parameters, "
-                    "gradients, optimizer state, activations, communication, runtime)")
+                    "gradients, optimizer state, activations, communication, runtime) and the "
+                    "largest batch per worker that fits a worker's memory (a few more simulations; "
+                    "also in --json as memory.largest_batch)")
     pr.add_argument("--json", action="store_true", help="print the profile as JSON")
     pr.set_defaults(func=run_predict)
 
@@ -71,9 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare-strategies", help="one job under DDP, FSDP and parameter server, side by side",
         description="Trace MODEL's training step under every strategy (2 workers; 1 server for a "
         "parameter server) and print, per strategy: the simulated peak memory of one rank, the "
-        "bytes a worker sends and receives per step, and the predicted step time where an "
-        "inspector of that setting ships (with the machine it describes). Then which strategy is "
-        "fastest and which holds the least memory per rank.",
+        "bytes a worker sends and receives per step, and the predicted step time and memory per "
+        "rank where an inspector of that setting ships (with the machine it describes). Then which "
+        "strategy is fastest and which holds the least memory per rank.",
         epilog="example:\n  driple compare-strategies gpt2_small --batch-size 2 --optimizer adamw",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cs.add_argument("model", help=_MODEL_HELP)
@@ -137,6 +139,12 @@ def run_predict(args: argparse.Namespace) -> int:
     knobs = parse_knobs(args.knobs)
     profile = predictor.predict_job(args.model, batch_size=args.batch_size,
                                     optimizer=args.optimizer, knobs=knobs)
+    if args.memory and profile.memory:
+        heap = (profile.memory.get("breakdown_mb") or {}).get("libraries", 0.0)
+        found = predictor.largest_batch(args.model, args.optimizer, knobs, start=args.batch_size or 1,
+                                        library_heap_mb=heap)
+        if found is not None:
+            profile.memory["largest_batch"] = found
     elapsed = time.perf_counter() - t0
     if args.json:
         out = profile.to_dict()
@@ -192,24 +200,30 @@ def run_compare_strategies(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"{args.model}, batch {args.batch_size or 'default'}, {args.optimizer}, 2 workers on {args.network}")
-    print(f"  {'strategy':<9} {'setting':<16} {'step time (90% interval)':<28} {'peak MB/rank':>12} "
-          f"{'tx MB/step':>10} {'rx MB/step':>10}")
+    print(f"  {'strategy':<9} {'setting':<16} {'step time (90% interval)':<28} {'MB/rank (90% interval)':<24} "
+          f"{'sim. peak MB':>12} {'tx MB/step':>10} {'rx MB/step':>10}")
     for r in rows:
         if r["step_time_s"] is None:
-            step = "no shipped inspector"
+            step, memory = "no shipped inspector", "-"
         else:
             lo, hi = r["step_time_interval_s"]
             step = f"{r['step_time_s'] * 1e3:.1f} ms ({lo * 1e3:.0f}-{hi * 1e3:.0f})"
-        print(f"  {r['strategy']:<9} {r['setting']:<16} {step:<28} {r['memory_peak_mb']:>12.1f} "
+            mlo, mhi = r["memory_interval_mb"]
+            memory = f"{r['memory_mb']:.0f} ({mlo:.0f}-{mhi:.0f})"
+        print(f"  {r['strategy']:<9} {r['setting']:<16} {step:<28} {memory:<24} {r['memory_peak_mb']:>12.1f} "
               f"{r['tx_mb_per_step']:>10.2f} {r['rx_mb_per_step']:>10.2f}")
     machines = sorted({r["measured_on"] for r in rows if r.get("measured_on")})
     if machines:
         print(f"step times describe: {', '.join(machines)}"
               + ("" if verdict["same_machine"] else " (different machines: use --hardware this "
                  "or a spec file to compare the strategies on one)"))
-    print(f"fastest: {verdict['fastest'] or 'unknown (no step time)'}; "
-          f"least memory per rank: {verdict['least_memory']} (simulated peak: model state, "
-          "activations and the strategy's buffers; the runtime's own heap is the same for all)")
+    print(f"fastest: {verdict['fastest'] or 'unknown (no step time)'}"
+          + (f"; least memory per rank, predicted: {verdict['least_memory_predicted']}"
+             if verdict["least_memory_predicted"] else ""))
+    print(f"least simulated peak per rank: {verdict['least_memory']} (model state, activations and the "
+          "strategy's buffers, every strategy alike; the runtime's own heap left out)")
+    print("MB/rank: the shipped inspector's memory (peak allocated per iteration, the simulator with "
+          "the setting's fit)")
     return 0
 
 

@@ -142,4 +142,20 @@ def memory_breakdown(memory: Mapping) -> str:
     parts = sorted((memory.get("breakdown_mb") or {}).items(), key=lambda kv: -kv[1])
     lines = [memory_line(memory), f"  at the peak ({memory.get('phase') or '?'}):"]
     lines += [f"    {k.replace('_', ' '):<16} {format_number(v):>10} MB" for k, v in parts if v > 0]
+    found = memory.get("largest_batch")
+    if found:
+        lines.append(largest_batch_line(found))
     return "\n".join(lines)
+
+
+def largest_batch_line(found: Mapping) -> str:
+    """``memory.largest_batch`` of a profile in words."""
+    slot = format_number(found["slot_mb"])
+    if found.get("unbounded"):
+        return f"  largest batch that fits: memory does not limit it (batch {found['batch']:,} still fits {slot} MB)"
+    if not found["batch"]:
+        return (f"  largest batch that fits: none; batch 1 needs {format_number(found['next_peak_mb'])} MB "
+                f"of the {slot} MB slot")
+    return (f"  largest batch that fits: {found['batch']:,} per worker (simulated peak "
+            f"{format_number(found['peak_mb'])} MB of the {slot} MB slot; {found['batch'] + 1:,} needs "
+            f"{format_number(found['next_peak_mb'])} MB)")

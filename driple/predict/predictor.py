@@ -138,6 +138,27 @@ class Predictor:
             records.append(record)
         return {"sampled_mb": np.array(sampled), "rel": float(fit.get("interval_rel", 0.05)), "records": records}
 
+    def largest_batch(self, model: str, optimizer: str = "sgd", knobs: Optional[dict] = None,
+                      start: int = 1, library_heap_mb: float = 0.0) -> Optional[dict]:
+        """The largest batch per worker whose simulated peak fits a worker's slot
+        (:func:`driple.predict.fit_batch.largest_batch`, the registry's memory fit applied to
+        each simulation); None when the entry has no memory fit or the slot's memory is unknown."""
+        from driple.graph.memory import simulate_job
+        from driple.predict.fit_batch import largest_batch
+        from driple.settings import parse_setting
+
+        fit, capacity = self.entry.get("memory") or {}, self.slot_memory_mb()
+        if not fit or not capacity:
+            return None
+        setting = parse_setting(self.setting)
+        offset, scale = float(fit["offset_mb"]) + float(library_heap_mb), float(fit["scale"])
+
+        def peak_mb(batch: int) -> float:
+            sim = simulate_job(model, batch, optimizer, setting.strategy, workers=setting.workers, **(knobs or {}))
+            return offset + scale * sim.peak_mb
+
+        return {**largest_batch(peak_mb, capacity, start=start), "slot_mb": capacity}
+
     def slot_memory_mb(self) -> Optional[float]:
         """Memory of one worker's slot on the machine predicted for (MB): the host's memory,
         shared by the ranks of a loopback setting; None when the spec does not say."""

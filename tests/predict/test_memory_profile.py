@@ -39,3 +39,22 @@ def test_colocate_says_a_job_that_fits_nowhere_cannot_run(shipped, capsys):
     report = json.loads(capsys.readouterr().out)
     text = json.dumps(report)
     assert "cannot run" in text and "resnet50" in text
+
+
+def test_largest_batch_that_fits_is_simulated_on_both_sides_of_the_slot(shipped, capsys):
+    from driple.graph.memory import simulate_job
+
+    assert main(["predict", "resnet50", "--batch-size", "8", "--memory", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    found = m["largest_batch"]
+    assert found["batch"] > 8 and found["peak_mb"] <= found["slot_mb"] < found["next_peak_mb"]
+    # the same fit applied by hand to a fresh simulation of the batch found, and of the next one
+    offset = m["breakdown_mb"]["runtime"]
+    scale = m["breakdown_mb"]["parameters"] / (simulate_job("resnet50", 8).breakdown["parameters"] / 1e6)
+    for batch, key in ((found["batch"], "peak_mb"), (found["batch"] + 1, "next_peak_mb")):
+        assert offset + scale * simulate_job("resnet50", batch).peak_mb == pytest.approx(found[key], rel=1e-6)
+
+
+def test_largest_batch_in_words_when_even_one_does_not_fit(shipped, capsys):
+    assert main(["predict", "gpt2_large", "--batch-size", "1", "--memory"]) == 0
+    assert "largest batch that fits: none; batch 1 needs" in capsys.readouterr().out
