@@ -4,8 +4,10 @@ For each registered strategy (two workers; one server for a parameter server) on
 asked for, the row holds what needs no learning, from the traced step of that strategy: the
 simulated peak memory of one rank (:mod:`driple.graph.memory`) and the bytes a worker sends and
 receives per step (its communication nodes); and, where an inspector of that setting ships,
-its predicted step time with the interval and the machine it describes. A strategy without a
-shipped inspector on that network says so instead of a step time.
+its predicted step time and memory per rank (the memory label, peak allocated bytes per
+iteration: the simulator with the setting's fitted offset and scale) with their intervals and
+the machine they describe. A strategy without a shipped inspector on that network says so
+instead of a step time.
 """
 from __future__ import annotations
 
@@ -66,21 +68,29 @@ def compare_strategies(model: str, batch_size: Optional[int] = None, optimizer: 
             predictor = Predictor.load(setting, hardware=hardware)
             profile = predictor.predict_job(model, batch_size=batch_size, optimizer=optimizer, knobs=knobs)
             lo, hi = profile.intervals["step_time"]
+            mlo, mhi = profile.intervals["memory_burst_amount"]
             row.update(step_time_s=float(profile.metrics["step_time"]), step_time_interval_s=[lo, hi],
+                       memory_mb=float(profile.metrics["memory_burst_amount"]),
+                       memory_interval_mb=[float(mlo), float(mhi)],
                        measured_on=((profile.hardware or {}).get("spec") or {}).get("cpu_model"))
         else:
-            row.update(step_time_s=None, step_time_interval_s=None, measured_on=None,
-                       note=f"no shipped inspector for {setting}: memory and network only")
+            row.update(step_time_s=None, step_time_interval_s=None, memory_mb=None, memory_interval_mb=None,
+                       measured_on=None, note=f"no shipped inspector for {setting}: memory and network only")
         rows.append(row)
     return rows
 
 
 def verdicts(rows: list[dict]) -> dict:
-    """Which strategy is fastest (among those with a step time) and which holds the least
-    memory per rank; ``same_machine`` is False when the step times describe different
+    """Which strategy is fastest (among those with a step time), which holds the least memory
+    per rank by the simulated peak (every strategy, the same accounting) and by the shipped
+    inspectors' memory (``least_memory_predicted``: among the strategies with one; None when
+    fewer than two have it); ``same_machine`` is False when the step times describe different
     machines (then "fastest" compares machines as much as strategies)."""
     timed = [r for r in rows if r.get("step_time_s") is not None]
     machines = {r.get("measured_on") for r in timed}
+    predicted = [r for r in rows if r.get("memory_mb") is not None]
     return {"fastest": min(timed, key=lambda r: r["step_time_s"])["strategy"] if timed else None,
             "least_memory": min(rows, key=lambda r: r["memory_peak_mb"])["strategy"] if rows else None,
+            "least_memory_predicted": (min(predicted, key=lambda r: r["memory_mb"])["strategy"]
+                                       if len(predicted) > 1 else None),
             "same_machine": len(machines) <= 1}

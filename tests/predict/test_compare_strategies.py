@@ -23,24 +23,30 @@ def test_rows_follow_each_strategys_memory_and_traffic():
     assert fsdp["memory_breakdown_mb"]["optimizer_state"] == pytest.approx(
         ddp["memory_breakdown_mb"]["optimizer_state"] / 2, rel=0.01)
     assert ps["memory_breakdown_mb"]["optimizer_state"] == 0  # the server steps
-    assert ddp["step_time_s"] > 0 and ddp["measured_on"]      # a shipped inspector on loopback
-    assert ps["step_time_s"] is None and "no shipped inspector" in ps["note"]
+    for shipped in (ddp, fsdp):  # shipped inspectors on loopback: step time and memory per rank
+        assert shipped["step_time_s"] > 0 and shipped["measured_on"] == "AMD EPYC"
+        low, high = shipped["memory_interval_mb"]
+        assert low <= shipped["memory_mb"] <= high and shipped["memory_mb"] > 100  # the runtime's part too
+    assert ps["step_time_s"] is None and ps["memory_mb"] is None and "no shipped inspector" in ps["note"]
 
 
 def test_verdicts_name_the_fastest_and_the_smallest():
-    rows = [{"strategy": "a", "step_time_s": 2.0, "memory_peak_mb": 5.0, "measured_on": "x"},
-            {"strategy": "b", "step_time_s": 1.0, "memory_peak_mb": 9.0, "measured_on": "y"},
-            {"strategy": "c", "step_time_s": None, "memory_peak_mb": 1.0}]
-    assert verdicts(rows) == {"fastest": "b", "least_memory": "c", "same_machine": False}
+    rows = [{"strategy": "a", "step_time_s": 2.0, "memory_peak_mb": 5.0, "memory_mb": 300.0, "measured_on": "x"},
+            {"strategy": "b", "step_time_s": 1.0, "memory_peak_mb": 9.0, "memory_mb": 200.0, "measured_on": "y"},
+            {"strategy": "c", "step_time_s": None, "memory_peak_mb": 1.0, "memory_mb": None}]
+    assert verdicts(rows) == {"fastest": "b", "least_memory": "c", "least_memory_predicted": "b",
+                              "same_machine": False}
+    assert verdicts(rows[1:])["least_memory_predicted"] is None  # one predicted memory compares nothing
 
 
 def test_command_prints_a_table_and_json(capsys):
     assert main(["compare-strategies", "mlp", "--batch-size", "8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {r["strategy"] for r in out["rows"]} >= {"ddp", "fsdp", "ps"} and out["least_memory"]
+    assert out["least_memory_predicted"] in ("ddp", "fsdp")
     assert main(["compare-strategies", "mlp", "--batch-size", "8"]) == 0
     text = capsys.readouterr().out
-    assert "fsdp" in text and "least memory per rank" in text
+    assert "fsdp" in text and "least memory per rank, predicted" in text and "least simulated peak" in text
 
 
 @pytest.mark.parametrize("argv, words", [

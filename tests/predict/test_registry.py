@@ -100,3 +100,22 @@ def test_lookup_order(tmp_path, monkeypatch):
     (user / "registry.json").write_text(json.dumps({"format": "driple-registry", "version": 1,
                                                      "default": None, "inspectors": []}))
     assert reg.models_dir() == user
+
+
+def test_registering_again_keeps_what_it_is_given(registry, tmp_path, monkeypatch):
+    """An entry registered again (a new checksum after calibrate_unseen_families.py) keeps the
+    memory fit and spec it is handed."""
+    import shutil
+
+    from driple.predict.registry import register
+
+    copy = tmp_path / "models"
+    shutil.copytree(registry, copy)
+    monkeypatch.setenv("DRIPLE_MODELS", str(copy))
+    path, entry = resolve("cpu-ddp-w2-lo")
+    fit = {"offset_mb": 118.0, "scale": 1.01, "fitted_on": "4 jobs", "lofo_mape": 1.0, "interval_rel": 0.02}
+    again = register("cpu-ddp-w2-lo", path, description="d", trained="t", scores={}, root=copy,
+                     memory=fit, spec={"cpu_model": "x"})
+    assert again["memory"] == fit and again["spec"] == {"cpu_model": "x"}
+    assert resolve("cpu-ddp-w2-lo")[1]["memory"] == fit
+    assert "memory" not in register("cpu-ddp-w2-lo", path, description="d", trained="t", scores={}, root=copy)

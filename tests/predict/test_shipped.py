@@ -8,7 +8,9 @@ import pytest
 
 from driple.predict.predictor import Predictor
 
-SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-ps-p1w2-1g")
+SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-fsdp-w2-lo", "cpu-ps-p1w2-1g")
+# where each setting's evaluation (accuracy.json, unseen_families.json) lies under trained_models/
+EVALUATION = {"cpu-fsdp-w2-lo": "evaluation/fsdp"}
 
 # The default inspector's prediction for ResNet-20, batch 32, written down when it was shipped
 # (labels v2, builder v5: the hybrid + roofline, chosen by the inner leave-family-out;
@@ -66,7 +68,7 @@ def test_shipped_inspectors_carry_their_unseen_family_intervals(shipped, setting
     assert unseen.families == ("alexnet", "bert", "densenet", "googlenet", "gpt", "lstm_lm", "mlp",
                                "mobilenetv2", "resnet", "vgg", "vit")
     assert not unseen.is_unseen("resnet") and unseen.is_unseen("user")
-    where = Path(__file__).resolve().parents[2] / "trained_models" / "evaluation"
+    where = Path(__file__).resolve().parents[2] / "trained_models" / EVALUATION.get(setting, "evaluation")
     evaluation = json.loads((where / "accuracy.json").read_text())["settings"][setting]["family"]
     shipped_figures = json.loads((where / "unseen_families.json").read_text())["settings"][setting]
     assert unseen.modes == shipped_figures["modes"]
@@ -123,3 +125,18 @@ def test_a_shipped_checkpoint_loaded_by_path_keeps_its_registry_entry(shipped, t
     copy = tmp_path / "inspector.pt"
     shutil.copy(path, copy)
     assert entry_for(copy) is None and Predictor.load(str(copy)).resident is None
+
+
+@pytest.mark.parametrize("setting", SHIPPED)
+def test_shipped_inspectors_take_memory_from_the_simulator_fitted_to_their_dataset(shipped, setting):
+    """Each registry entry carries the memory simulator's fit (scripts/fit_memory.py --write) to
+    its own dataset's training jobs: the memory amount a prediction gives comes from it."""
+    from pathlib import Path
+
+    from driple.setting_datasets import SettingDatasets
+
+    fit = Predictor.load(setting).entry.get("memory")
+    assert fit, f"{setting}: run python scripts/fit_memory.py --write --settings {setting}"
+    index = SettingDatasets.load(Path(__file__).resolve().parents[2] / "datasets")
+    assert fit["fitted_on"].endswith(f"training jobs of datasets/{index.entries[setting]['dataset']}")
+    assert 0.9 < fit["scale"] < 1.2 and 0 < fit["offset_mb"] < 400 and fit["interval_rel"] < 0.2
