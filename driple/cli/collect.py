@@ -251,6 +251,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from driple.settings import parse_setting
 
     setting = parse_setting(args.setting)
+    if args.nodes is not None:  # refused before anything is printed or started
+        from driple.collect.multinode import check_nodes
+
+        check_nodes(setting, args.nodes, args.launcher)
     spec = JobSpec(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                    knobs=parse_knobs(args.knobs), seed=args.seed, warmup=args.warmup,
                    iterations=args.iterations)
@@ -350,7 +354,8 @@ def _slurm_sweep(args: argparse.Namespace) -> int:
 
     local_only = [f"--{n.replace('_', '-')}" for n in ("wait_quiet", "host_lock", "nodes") if getattr(args, n) is not None]
     if local_only:
-        raise DripleError(f"{', '.join(local_only)} apply to --executor local only (a Slurm point has its node to itself)")
+        raise DripleError(f"{', '.join(local_only)} {'apply' if len(local_only) > 1 else 'applies'} to "
+                          "--executor local only (a Slurm point runs on one node, which it has to itself)")
     try:
         counts = run_slurm_sweep(args.grid, args.out, args.setting, partition=args.slurm_partition,
                                  time_min=args.slurm_time_min, poll_s=args.poll_seconds,

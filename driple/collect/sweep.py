@@ -244,6 +244,10 @@ def run_sweep(
                       max_jobs=max_jobs, allow_other_hardware=allow_other_hardware)
     setting, seconds, max_seconds, min_iterations = plan.setting, plan.seconds, plan.max_seconds, plan.min_iterations
     table, pending, counts = plan.table, plan.pending, plan.counts
+    if nodes is not None:  # refused before the first job, not as a failed row per job
+        from driple.collect.multinode import check_nodes
+
+        check_nodes(setting, nodes, launcher)
 
     from tqdm import tqdm
 

@@ -83,3 +83,16 @@ def test_two_node_job_through_rendezvous_is_labelled_and_leaves_nothing(tmp_path
     assert row["step_time"] > 0 and row["hardware"]
     assert leftovers() == {"netns": [], "links": []}
     assert not pids_of(str(tmp_path))
+
+
+def test_cli_refuses_a_job_that_cannot_run_on_nodes_before_starting_it(tmp_path, capsys):
+    from driple.cli import main
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("setting: cpu-ddp-w2-1g\njobs:\n- {model: mlp, batch_size: 8}\n")
+    assert main(["collect", "sweep", "--grid", str(grid), "--out", str(tmp_path / "ds"), "--nodes", "3"]) == 2
+    assert "do not split evenly over 3 nodes" in capsys.readouterr().err
+    assert not (tmp_path / "ds" / "results.csv").exists()
+    assert main(["collect", "run", "mlp", "--setting", "cpu-ddp-w2-lo", "--nodes", "2", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "loopback setting" in err and "running mlp" not in err
