@@ -8,6 +8,9 @@ that read it. Walking the ops in execution order:
   returning several tensors allocates each at its ``getitem``;
 - a storage is freed after the last op that reads any tensor on it (liveness), unless the step
   returns it (the loss, the gradients) or it is an input (parameters, buffers, the batch);
+- a CPU LSTM layer (oneDNN's ``mkldnn_rnn_layer``) keeps a workspace from its forward pass to
+  its backward pass that the trace's meta kernel reports as empty: it is sized as oneDNN lays
+  it out (:func:`lstm_workspace_bytes`);
 - parameters, buffers, the batch and the optimizer's state (traced once per kind of parameter
   and scaled to each parameter: SGD's momentum, Adam's two moments) are held all step long;
   the gradients from the moment they are made to the end of the update;
@@ -70,6 +73,54 @@ def _returns_several(node) -> bool:
     return len(returns) > 1 or (len(returns) == 1 and str(returns[0].type).endswith("[]"))
 
 
+def _is_rnn_layer(node) -> bool:
+    return getattr(getattr(node, "target", None), "__name__", "") == "mkldnn_rnn_layer.default"
+
+
+def _good_ld(dim: int) -> int:
+    """oneDNN's leading dimension of an f32 RNN buffer: ``dim`` rounded up to 16 floats (64 bytes),
+    16 more where that is a multiple of 256 (4K aliasing)."""
+    ld = -(-int(dim) // 16) * 16
+    return ld + 16 if ld % 256 == 0 else ld
+
+
+def lstm_workspace_bytes(seq_len: int, batch: int, input_size: int, hidden_size: int) -> int:
+    """Bytes of the workspace oneDNN's LSTM keeps from a layer's forward pass (training, f32,
+    one direction) to its backward pass: the gates of every step (``T·B·ld(4H)``), the hidden
+    outputs (``T·B·ld(H)``), and five state buffers of ``2·(T+1)·B`` rows (layer states and
+    the diff states of layer and iteration at ``ld(max(I, H))``, the cell state and its diff at
+    ``H``), each region starting on a 4096-byte page."""
+    t, b, h = int(seq_len), int(batch), int(hidden_size)
+    states = _good_ld(max(int(input_size), h))
+    regions = [t * b * _good_ld(4 * h), t * b * _good_ld(h),
+               2 * (t + 1) * b * states, 2 * (t + 1) * b * h,
+               2 * (t + 1) * b * states, 2 * (t + 1) * b * states, 2 * (t + 1) * b * h]
+    total = 0
+    for floats in regions:
+        total = -(-total // 4096) * 4096 + 4 * floats
+    return -(-total // 4096) * 4096
+
+
+def rnn_workspace_bytes(layer, outputs) -> int:
+    """The workspace of a traced ``mkldnn_rnn_layer`` (the CPU's fused LSTM layer), which the
+    trace's meta kernel reports as empty: sized from the layer's inputs ``(input, w_ih, w_hh,
+    ...)`` and outputs ``(output, h, c, workspace)``; 0 where it is not an f32 LSTM layer."""
+    import math
+
+    ins = list(layer.all_input_nodes)
+    if len(ins) < 3 or len(outputs) < 2 or not outputs[1].out_numel:
+        return 0
+    hidden = math.isqrt(int(ins[2].out_numel) // 4)
+    if hidden < 1 or 4 * hidden * hidden != ins[2].out_numel or ins[1].out_numel % (4 * hidden):
+        return 0  # not an LSTM's w_hh [4H, H]
+    out = outputs[0]
+    if out.out_bytes != 4 * out.out_numel:
+        return 0  # the layout above is f32's
+    batch = int(outputs[1].out_numel) // hidden
+    seq_len = int(out.out_numel) // max(batch * hidden, 1)
+    return lstm_workspace_bytes(seq_len, batch, ins[1].out_numel // (4 * hidden), hidden)
+
+
 def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, dict]:
     """Live bytes after each op of ``graph`` of the storages its ops allocate (inputs in
     ``persistent_nodes`` count elsewhere), and ``{node: bytes}`` of the storages made by
@@ -80,6 +131,8 @@ def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, 
     storage: dict = {}  # node -> storage id
     size: dict = {}  # storage id -> bytes
     parent_several = set()
+    items: dict = {}  # parent -> its getitem nodes, in output order
+    read = {src for node in nodes for src in node.all_input_nodes}
     for node in nodes:
         if node.op == "placeholder":
             storage[node] = ("input", id(node))
@@ -87,11 +140,14 @@ def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, 
         ins = list(node.all_input_nodes)
         if node.target is operator.getitem and ins and ins[0] in parent_several:
             parent = ins[0]
+            items.setdefault(parent, []).append(node)
             if _aliases_input(parent) and parent.all_input_nodes:
                 storage[node] = storage.get(parent.all_input_nodes[0], ("input", id(parent)))
             else:
                 storage[node] = ("own", id(node))
                 size[storage[node]] = int(node.out_bytes)
+                if len(items[parent]) == 4 and node in read and _is_rnn_layer(parent):
+                    size[storage[node]] = rnn_workspace_bytes(parent, items[parent])
             continue
         if _returns_several(node):
             parent_several.add(node)

@@ -125,3 +125,75 @@ def json_knobs(hidden):
     import json
 
     return json.dumps({"hidden": hidden})
+
+
+def test_lstm_workspace_is_onednns_layout():
+    """oneDNN's LSTM workspace (f32, one layer, training), worked by hand: T=35 steps, batch 64,
+    512 inputs and units. Leading dimensions round up to 16 floats, 16 more on a multiple of
+    256: ld(4·512) = 2064, ld(512) = 528. Gates 35·64·2064, hidden outputs 35·64·528, three
+    state buffers 2·36·64·528 and two cell buffers 2·36·64·512 floats, each on a page: every
+    region here is a whole number of pages, so 4 × 17,823,744 = 71,294,976 bytes. With one
+    element each, the seven regions take one 4096-byte page apiece."""
+    from driple.graph.memory import lstm_workspace_bytes
+
+    floats = 35 * 64 * 2064 + 35 * 64 * 528 + 3 * 2 * 36 * 64 * 528 + 2 * 2 * 36 * 64 * 512
+    assert floats == 17_823_744
+    assert lstm_workspace_bytes(35, 64, 512, 512) == 4 * floats == 71_294_976
+    assert lstm_workspace_bytes(1, 1, 1, 1) == 7 * 4096
+
+
+def _kernel_workspaces(model, x) -> list[int]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if str(func) == "aten.mkldnn_rnn_layer.default":
+                seen.append(out[3].numel() * out[3].element_size())
+            return out
+
+    with Watch():
+        model(x)[0].sum()
+    return seen
+
+
+@pytest.mark.parametrize("batch,steps,inputs,hidden", [(4, 10, 16, 32), (3, 7, 40, 24), (20, 35, 200, 200)])
+def test_lstm_workspace_matches_the_cpu_kernel(batch, steps, inputs, hidden):
+    """Where this torch runs LSTMs through oneDNN, the formula gives the workspace the kernel
+    allocates, byte for byte."""
+    from driple.graph.memory import lstm_workspace_bytes
+
+    seen = _kernel_workspaces(nn.LSTM(inputs, hidden, 2, batch_first=True), torch.randn(batch, steps, inputs))
+    if not seen:
+        pytest.skip("this torch does not run LSTMs through oneDNN on this CPU")
+    assert seen == [lstm_workspace_bytes(steps, batch, inputs, hidden), lstm_workspace_bytes(steps, batch, hidden, hidden)]
+
+
+class TwoLayerLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(16, 32, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def test_lstm_workspaces_are_held_until_their_backward(monkeypatch):
+    """Each layer's workspace (which the trace's meta kernel reports as empty) is made in the
+    forward pass and read by the layer's backward: at the loss, both layers' are held. T=10,
+    batch 4, 32 units (ld 32; layer 0's 16 inputs pad to it too): gates 5120 floats (5 pages),
+    hidden outputs 1280 (2 pages), five state buffers of 2·11·4·32 = 2816 floats (3 pages each):
+    22 pages = 90,112 bytes a layer."""
+    import driple.graph.memory as memory
+
+    traced = trace_training_step(TwoLayerLSTM(), (torch.randn(4, 10, 16), torch.zeros(4)),
+                                 lambda out, y: out.pow(2).mean(), optimizer="sgd")
+    with_ws = simulate(traced, "none", sampled=True)
+    monkeypatch.setattr(memory, "rnn_workspace_bytes", lambda layer, outputs: 0)
+    without = simulate(traced, "none", sampled=True)
+    both = memory.lstm_workspace_bytes(10, 4, 16, 32) + memory.lstm_workspace_bytes(10, 4, 32, 32)
+    assert both == 2 * 22 * 4096
+    assert with_ws.peak_bytes - without.peak_bytes == both
+
