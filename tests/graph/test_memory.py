@@ -182,18 +182,21 @@ class TwoLayerLSTM(nn.Module):
 
 def test_lstm_workspaces_are_held_until_their_backward(monkeypatch):
     """Each layer's workspace (which the trace's meta kernel reports as empty) is made in the
-    forward pass and read by the layer's backward: at the loss, both layers' are held. T=10,
-    batch 4, 32 units (ld 32; layer 0's 16 inputs pad to it too): gates 5120 floats (5 pages),
-    hidden outputs 1280 (2 pages), five state buffers of 2·11·4·32 = 2816 floats (3 pages each):
-    22 pages = 90,112 bytes a layer."""
+    forward pass and read by the layer's backward: at the loss, both layers' are live, and none
+    after the step. T=10, batch 4, 32 units (ld 32; layer 0's 16 inputs pad to it too): gates
+    5120 floats (5 pages), hidden outputs 1280 (2 pages), five state buffers of 2·11·4·32 = 2816
+    floats (3 pages each): 22 pages = 90,112 bytes a layer."""
     import driple.graph.memory as memory
 
     traced = trace_training_step(TwoLayerLSTM(), (torch.randn(4, 10, 16), torch.zeros(4)),
                                  lambda out, y: out.pow(2).mean(), optimizer="sgd")
-    with_ws = simulate(traced, "none", sampled=True)
+    graph = traced.graph_module
+    inputs = [n for n in graph.nodes if n.op == "placeholder"]
+    at_loss = list(graph.nodes).index(traced.loss_node)
+    with_ws, _ = memory.transient_profile(graph, inputs, [])
     monkeypatch.setattr(memory, "rnn_workspace_bytes", lambda layer, outputs: 0)
-    without = simulate(traced, "none", sampled=True)
+    without, _ = memory.transient_profile(graph, inputs, [])
     both = memory.lstm_workspace_bytes(10, 4, 16, 32) + memory.lstm_workspace_bytes(10, 4, 32, 32)
     assert both == 2 * 22 * 4096
-    assert with_ws.peak_bytes - without.peak_bytes == both
-
+    assert with_ws[at_loss] - without[at_loss] == both
+    assert with_ws[-1] == without[-1]
