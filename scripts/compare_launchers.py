@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Multi-node (rendezvous) rows against one-host rows of the same jobs, by the retest rule.
 
-    python scripts/compare_launchers.py            # the shipped pair, beside cpu-ddp-w2-1g's retest
+    python scripts/compare_launchers.py            # the shipped pair, beside that hour's retest
     python scripts/compare_launchers.py --one-host A --multi-node B --json
 
 The rows: each job of the grid measured by
@@ -20,8 +20,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--one-host", default=f"{V2}/cpu-ddp-w2-1g-nodes2-pair")
     ap.add_argument("--multi-node", default=f"{V2}/cpu-ddp-w2-1g-nodes2")
-    ap.add_argument("--retest", nargs=2, default=[f"{V2}/cpu-ddp-w2-1g", f"{V2}/cpu-ddp-w2-1g-retest"],
-                    metavar=("FIRST", "AGAIN"), help="the one-host launcher's own test-retest pair")
+    ap.add_argument("--retest", nargs=2, metavar=("FIRST", "AGAIN"),
+                    default=[f"{V2}/cpu-ddp-w2-1g-nodes2-pair", f"{V2}/cpu-ddp-w2-1g-nodes2-pair-retest"],
+                    help="the one-host launcher's own test-retest pair (default: the same 10 jobs, "
+                    "measured again in the same hour)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     result = compare_launchers(args.one_host, args.multi_node, tuple(args.retest))
