@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--specs", choices=("row", "median"), default="row",
                     help="carry to each row's own probe (default), or to the median of the "
                     "dataset's probes (one probe varies ±10 %% from job to job on a VM)")
+    ev.add_argument("--table-from", metavar="DATASET0", default=None,
+                    help="also fit the best table model (gradient boosting on graph-level numbers) "
+                    "on DATASET0's rows (the inspector's own machine) and score it beside, on DATASET")
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")
     ev.set_defaults(func=run_evaluate)
     hw.set_defaults(func=lambda args: (hw.print_help(), 0)[1])
@@ -78,19 +81,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"speed ratio, predicted against measured: MAPE {result['ratio_mape']:.1f} %, median "
               f"{result['ratio_median_signed']:+.1f} %, {100 * result['ratio_within_5pct']:.0f} % of jobs within 5 %")
         return 0
-    result = evaluate_carry(args.setting, args.dataset, progress=not args.json, specs=args.specs)
+    result = evaluate_carry(args.setting, args.dataset, progress=not args.json, specs=args.specs,
+                            table_from=args.table_from)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()
         return 0
     print(f"{result['setting']} (trained on {result['trained_on']}) on {result['jobs']} jobs of {result['dataset']}")
     print("rows measured on: " + ", ".join(f"{m['cpu_model']} ({m['rows']})" for m in result["machines"]))
-    print(f"{'target':<26}{'as trained: MAPE':>18}{'signed':>9}{'carried: MAPE':>16}{'signed':>9}{'covered':>9}")
+    table = result.get("table_from")
+    print(f"{'target':<26}{'as trained: MAPE':>18}{'signed':>9}{'carried: MAPE':>16}{'signed':>9}{'covered':>9}"
+          + (f"{'hgb: MAPE':>12}{'signed':>9}" if table else ""))
     for t, row in result["targets"].items():
         a, b = row["trained"], row["carried"]
         cov = "-" if b.get("covered") is None else f"{100 * b['covered']:.0f} %"
+        c = row.get("table")
         print(f"{t:<26}{a['mape']:>16.1f} %{a['median_signed']:>+8.1f}%{b['mape']:>14.1f} %"
-              f"{b['median_signed']:>+8.1f}%{cov:>9}")
+              f"{b['median_signed']:>+8.1f}%{cov:>9}" + (f"{c['mape']:>10.1f} %{c['median_signed']:>+8.1f}%" if c else ""))
+    if table:
+        print(f"hgb: gradient boosting on graph-level numbers, fitted on the rows of {table}")
     return 0
 
 

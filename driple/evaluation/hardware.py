@@ -47,7 +47,28 @@ def carried_predictions(predictor, dataset_dir: str, max_contention: Optional[fl
             high[idx] = [[p.intervals[t][1] for t in targets] for p in profiles]
     predictor.use_hardware("trained")
     return {"measured": np.asarray(ds.targets, dtype=np.float64), "trained": trained, "carried": carried,
-            "low": low, "high": high, "specs": specs, "jobs": list(ds.frame["job_id"]), "targets": targets}
+            "low": low, "high": high, "specs": specs, "jobs": list(ds.frame["job_id"]), "targets": targets,
+            "dataset": ds}
+
+
+def table_predictions(predictor, train_dir: str, dataset, max_contention: Optional[float] = 10.0,
+                      seed: int = 0) -> np.ndarray:
+    """The best table model (gradient boosting on graph-level numbers, ``hgb``) fitted on every
+    quiet row of ``train_dir`` (another machine's; its iterations chosen on a random 15 % of
+    those architectures) and asked for the jobs of ``dataset``, in the inspector's target order."""
+    from driple.inspector.baselines import HGBBaseline
+    from driple.inspector.dataset import InspectorDataset
+    from driple.inspector.splits import random_split
+
+    options = predictor.inspector.build_options()
+    train = InspectorDataset(train_dir, max_contention=max_contention,
+                             **{k: options[k] for k in ("groups", "grouping", "features", "seed") if k in options})
+    split = random_split(train, seed=seed, fractions=(0.85, 0.15, 0.0, 0.0))
+    hgb = HGBBaseline(random_state=seed).fit(train, split.train, split.val)
+    names = list(train.target_names)
+    out = hgb.predict(dataset)
+    return np.stack([out[:, names.index(t)] if t in names else np.full(len(out), np.nan)
+                     for t in predictor.inspector.targets], 1)
 
 
 def median_spec(specs):
@@ -78,7 +99,7 @@ def error_table(parts: dict) -> dict:
         if not ok.any():
             continue
         row = {}
-        for name in ("trained", "carried"):
+        for name in [n for n in ("trained", "carried", "table") if n in parts]:
             rel = parts[name][ok, j] / y[ok, j] - 1.0
             row[name] = {"mape": float(100 * np.mean(np.abs(rel))), "median_signed": float(100 * np.median(rel))}
         inside = (parts["low"][ok, j] <= y[ok, j]) & (y[ok, j] <= parts["high"][ok, j])
@@ -87,8 +108,11 @@ def error_table(parts: dict) -> dict:
     return out
 
 
-def evaluate_carry(setting: str, dataset_dir: str, progress: bool = False, specs: str = "row") -> dict:
-    """The whole measurement for one inspector and one dataset, as plain JSON-able data."""
+def evaluate_carry(setting: str, dataset_dir: str, progress: bool = False, specs: str = "row",
+                   table_from: Optional[str] = None) -> dict:
+    """The whole measurement for one inspector and one dataset, as plain JSON-able data;
+    ``table_from``: a dataset of the inspector's own machine, on which the best table model is
+    fitted to be scored beside it (:func:`table_predictions`)."""
     from driple.hardware.rows import machines
     from driple.predict.predictor import Predictor
 
@@ -96,8 +120,10 @@ def evaluate_carry(setting: str, dataset_dir: str, progress: bool = False, specs
     if predictor.trained_hardware() is None:
         raise DripleError(f"the {setting} inspector records no host figures: nothing to carry from")
     parts = carried_predictions(predictor, dataset_dir, progress=progress, specs=specs)
+    if table_from:
+        parts["table"] = table_predictions(predictor, table_from, parts["dataset"])
     return {"setting": predictor.setting, "dataset": str(dataset_dir), "jobs": len(parts["jobs"]), "specs": specs,
-            "trained_on": predictor.trained_hardware().summary(),
+            "table_from": table_from, "trained_on": predictor.trained_hardware().summary(),
             "machines": machines(parts["specs"]), "targets": error_table(parts)}
 
 

@@ -23,3 +23,17 @@ def test_error_table_by_hand():
     amount = table["compute_burst_amount"]  # the job measured at 0 is left out (no relative error)
     assert amount["carried"]["mape"] == pytest.approx(25.0)  # 0 % and 50 %
     assert amount["carried"]["covered"] == pytest.approx(0.5)  # 80 outside [30, 50]
+
+
+def test_a_table_model_is_scored_beside_when_given():
+    parts = {
+        "targets": ["step_time"],
+        "measured": np.array([[1.0], [2.0]]),
+        "trained": np.array([[1.0], [2.0]]),
+        "carried": np.array([[1.0], [2.0]]),
+        "low": np.array([[0.9], [1.9]]), "high": np.array([[1.1], [2.1]]),
+    }
+    assert "table" not in error_table(parts)["step_time"]
+    parts["table"] = np.array([[1.2], [1.6]])  # +20 %, -20 %
+    row = error_table(parts)["step_time"]["table"]
+    assert row["mape"] == pytest.approx(20.0) and row["median_signed"] == pytest.approx(0.0)
