@@ -5,8 +5,8 @@ own process with the torch env contract (``MASTER_ADDR``/``PORT``, ``RANK``, ``W
 ``LOCAL_RANK``), or through ``torchrun`` (``launcher="torchrun"``, loopback only). In an
 emulated setting (network != ``lo``) each rank runs in its own namespace of an
 :class:`~driple.collect.netns.EmulatedCluster`; with ``nodes=N`` each namespace is a node with
-its own torchrun agent and sampler, joined through c10d rendezvous (:mod:`driple.collect.multinode`). A :class:`~driple.collect.sampling.SamplerProcess`
-samples every rank while it runs; afterwards each rank's series is labelled over its
+its own torchrun agent and sampler, joined through c10d rendezvous (:mod:`driple.collect.multinode`).
+A :class:`~driple.collect.sampling.SamplerProcess` samples every rank while it runs; afterwards each rank's series is labelled over its
 measurement window (after warm-up, taken from its iteration log) and the row is built by
 :mod:`driple.collect.results`.
 
@@ -330,7 +330,7 @@ class _Run:
     def _start_node_samplers(self, pids: dict[str, int]) -> bool:
         """Learn each rank's node from its namespace, then start one sampler per node."""
         from driple.collect.multinode import node_of_pid
-        from driple.collect.sampling import SamplerProcess, Target
+        from driple.collect.sampling import Target
 
         for name, pid in pids.items():
             node = node_of_pid(pid, self.cluster.hosts)
@@ -342,14 +342,9 @@ class _Run:
             targets = [Target(name=n, pid=pids[n], cores=1.0, veth=host.veth)
                        for n in self.names if self.rank_nodes[n] == host.index]
             self.targets += targets
-            sampler = SamplerProcess(targets, self.raw_dir / f"{self.job_id}.node{host.index}.npz",
-                                     period_s=self.period_s, device=self.setting.device, net_mode="veth")
-            try:
-                sampler.start()
-            except DripleError as err:
-                time.sleep(0.5)
-                self._check_exits()
-                self.fail(f"node {host.index}'s sampler could not start: {err}")
+            sampler = self._launch_sampler(targets, self.raw_dir / f"{self.job_id}.node{host.index}.npz",
+                                           "veth", f"node {host.index}'s sampler")
+            if sampler is None:
                 return False
             self.node_samplers.append(sampler)
         return True
@@ -389,24 +384,30 @@ class _Run:
         return None
 
     def _start_sampler(self, pids: dict[str, int], hosts) -> bool:
-        from driple.collect.sampling import SamplerProcess, Target
+        from driple.collect.sampling import Target
 
         for rank, name in enumerate(self.names):
             veth = hosts[rank].veth if hosts[rank] is not None else None
             gpu = rank - self.setting.servers if (device_kind(self.setting.device).one_per_worker and name.startswith("worker")) else None
             self.targets.append(Target(name=name, pid=pids[name], cores=1.0, veth=veth, gpu_index=gpu))
         net_mode = "veth" if self.cluster is not None else "tcp_info"
-        sampler = SamplerProcess(self.targets, self.raw_dir / f"{self.job_id}.npz",
-                                 period_s=self.period_s, device=self.setting.device, net_mode=net_mode)
+        self.sampler = self._launch_sampler(self.targets, self.raw_dir / f"{self.job_id}.npz", net_mode, "sampler")
+        return self.sampler is not None
+
+    def _launch_sampler(self, targets, path: Path, net_mode: str, what: str):
+        """A started :class:`~driple.collect.sampling.SamplerProcess`, or None with the job failed."""
+        from driple.collect.sampling import SamplerProcess
+
+        sampler = SamplerProcess(targets, path, period_s=self.period_s, device=self.setting.device,
+                                 net_mode=net_mode)
         try:
             sampler.start()
         except DripleError as err:  # e.g. a rank already died: report the rank, not the sampler
             time.sleep(0.5)
             self._check_exits()
-            self.fail(f"sampler could not start: {err}")
-            return False
-        self.sampler = sampler
-        return True
+            self.fail(f"{what} could not start: {err}")
+            return None
+        return sampler
 
     # -- supervise ----------------------------------------------------------------------
     def _check_exits(self) -> bool:

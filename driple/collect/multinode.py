@@ -86,6 +86,7 @@ def merge_series(parts: list[Path], out_path: Path) -> Path:
     node, the host-wide columns (interfaces, host CPU) of node 0, t = 0 at the earliest start."""
     import numpy as np
 
+    from driple.collect.sampling.sampler import save_arrays
     from driple.collect.series import read_raw
 
     series = [read_raw(p) for p in parts]
@@ -107,8 +108,4 @@ def merge_series(parts: list[Path], out_path: Path) -> Path:
                 arrays[key] = value
     for key, value in first.arrays.items():
         arrays.setdefault(key, value)
-    tmp = out_path.with_name(out_path.name + ".part")
-    with open(tmp, "wb") as f:
-        np.savez_compressed(f, **arrays)
-    os.replace(tmp, out_path)
-    return out_path
+    return save_arrays(out_path, arrays)

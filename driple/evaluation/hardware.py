@@ -23,11 +23,8 @@ def carried_predictions(predictor, dataset_dir: str, max_contention: Optional[fl
     one probe's noise, ±10 % on a VM from job to job, averaged out); ``low``/``high``: the
     carried prediction's interval."""
     from driple.hardware.rows import dataset_specs
-    from driple.inspector.dataset import InspectorDataset
 
-    options = predictor.inspector.build_options()
-    ds = InspectorDataset(dataset_dir, progress=progress, max_contention=max_contention,
-                          **{k: options[k] for k in ("groups", "grouping", "features", "seed") if k in options})
+    ds = _dataset(predictor, dataset_dir, progress=progress, max_contention=max_contention)
     row_specs = dataset_specs(ds.frame, dataset_dir)
     if specs not in ("row", "median"):
         raise DripleError(f"specs must be 'row' or 'median', not {specs!r}")
@@ -57,18 +54,24 @@ def table_predictions(predictor, train_dir: str, dataset, max_contention: Option
     quiet row of ``train_dir`` (another machine's; its iterations chosen on a random 15 % of
     those architectures) and asked for the jobs of ``dataset``, in the inspector's target order."""
     from driple.inspector.baselines import HGBBaseline
-    from driple.inspector.dataset import InspectorDataset
     from driple.inspector.splits import random_split
 
-    options = predictor.inspector.build_options()
-    train = InspectorDataset(train_dir, max_contention=max_contention,
-                             **{k: options[k] for k in ("groups", "grouping", "features", "seed") if k in options})
+    train = _dataset(predictor, train_dir, max_contention=max_contention)
     split = random_split(train, seed=seed, fractions=(0.85, 0.15, 0.0, 0.0))
     hgb = HGBBaseline(random_state=seed).fit(train, split.train, split.val)
     names = list(train.target_names)
     out = hgb.predict(dataset)
     return np.stack([out[:, names.index(t)] if t in names else np.full(len(out), np.nan)
                      for t in predictor.inspector.targets], 1)
+
+
+def _dataset(predictor, dataset_dir: str, **kwargs):
+    """``dataset_dir``'s jobs as graphs built with the inspector's own options."""
+    from driple.inspector.dataset import InspectorDataset
+
+    options = predictor.inspector.build_options()
+    return InspectorDataset(dataset_dir, **kwargs,
+                            **{k: options[k] for k in ("groups", "grouping", "features", "seed") if k in options})
 
 
 def median_spec(specs):

@@ -91,6 +91,19 @@ def check_config(targets: list[Target], period_s: float, device: str, net_mode: 
 
 
 
+def save_arrays(out_path: str | Path, arrays: dict) -> Path:
+    """Write a raw file's arrays (``meta`` included) as a compressed ``.npz``, atomically."""
+    import numpy as np
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + ".part")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, **arrays)
+    os.replace(tmp, out_path)
+    return out_path
+
+
 def boot_id() -> str:
     """This machine's boot id: processes with the same one share CLOCK_MONOTONIC."""
     try:
@@ -468,12 +481,7 @@ class Sampler:
             arrays[f"iface/{name}"] = np.array(
                 [np.array(c[j], dtype=np.int64) for c in self.iface_cols], dtype=np.int64
             ).reshape(len(self.iface_cols), n)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_name(out_path.name + ".part")
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, out_path)
-        return out_path
+        return save_arrays(out_path, arrays)
 
     def close(self) -> None:
         self.trees.close()
