@@ -21,6 +21,7 @@ class DeviceKind:
         torch_type: The ``torch.device`` type a worker trains on.
         one_per_worker: Each worker needs a device of its own (``gpu``), indexed from 0.
         samples_nvml: The sampler reads NVML utilisation and memory for each worker's device.
+        collective_backend: The process-group backend its workers' collectives run on.
 
     A rank's allocated bytes are read by its ``torch_type``
     (:func:`driple.hardware.allocator.allocated_bytes_reader`).
@@ -30,11 +31,12 @@ class DeviceKind:
     torch_type: str
     one_per_worker: bool
     samples_nvml: bool
+    collective_backend: str
 
 
 DEVICES = {
-    "cpu": DeviceKind("cpu", "cpu", one_per_worker=False, samples_nvml=False),
-    "gpu": DeviceKind("gpu", "cuda", one_per_worker=True, samples_nvml=True),
+    "cpu": DeviceKind("cpu", "cpu", one_per_worker=False, samples_nvml=False, collective_backend="gloo"),
+    "gpu": DeviceKind("gpu", "cuda", one_per_worker=True, samples_nvml=True, collective_backend="nccl"),
 }
 
 

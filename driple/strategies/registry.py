@@ -69,8 +69,10 @@ class Strategy:
         description: A few words said in error messages (``all-reduce``).
         ranks_id: Format of the ranks part of the id from a setting's ``workers`` and
             ``servers``, e.g. ``"w{workers}"`` (``cpu-ddp-w2-lo``).
-        graph_key: Format of the part of a setting that shapes the graph, from ``workers`` and
-            ``servers`` (``"ddp-w{workers}"``: the same graph on loopback and on a 1 Gbit/s link).
+        graph_key: Format of the part of a setting that shapes the graph, from ``workers``,
+            ``servers`` and ``backend`` (the device's collective backend, where the bytes of a
+            collective depend on it) (``"ddp-w{workers}"``: the same graph on loopback and on a
+            1 Gbit/s link).
         comm: Adds the strategy's communication to an op graph:
             ``comm(graph, traced_step, setting) -> [{"params": [...], "bytes": int}, ...]`` (one
             entry per bucket/shard); a function or ``"module:function"``.
@@ -128,7 +130,10 @@ class Strategy:
 
     def graph_setting(self, setting) -> str:
         """The part of ``setting`` that shapes its graph, e.g. ``ddp-w2``."""
-        return self.graph_key.format(workers=setting.workers, servers=setting.servers)
+        from driple.hardware.devices import device_kind
+
+        return self.graph_key.format(workers=setting.workers, servers=setting.servers,
+                                     backend=device_kind(setting.device).collective_backend)
 
 
 _STRATEGIES: dict[str, Strategy] = {}

@@ -12,7 +12,7 @@ from driple.strategies.fsdp import fsdp_units, unit_name, unit_names
 def test_registration():
     fsdp = get_strategy("fsdp")
     s = parse_setting("cpu-fsdp-w2-1g")
-    assert fsdp.id_part(s) == "w2" and fsdp.graph_setting(s) == "fsdp-w2" and s.link_bps == 1e9
+    assert fsdp.id_part(s) == "w2" and fsdp.graph_setting(s) == "fsdp-w2-gloo" and s.link_bps == 1e9
     assert fsdp.worker == "driple.collect.workers.fsdp" and not fsdp.servers and not fsdp.asynchronous
     assert fsdp.link_use == "duplex" and worker_memory("fsdp").sharded
     assert not worker_memory("ddp").sharded and worker_memory("ddp").gradient_copy
@@ -60,8 +60,22 @@ def test_graph_has_two_gathers_and_a_reduce_scatter_per_unit():
     nodes = {n: d for n, d in graph.nodes(data=True) if d["phase"] == "comm"}
     ops = sorted(d["op"] for d in nodes.values())
     assert ops == ["comm.allgather"] * 4 + ["comm.reducescatter"] * 2
-    # each moves (W-1)/W of its unit in each direction: 3 x half the model per step
-    assert sum(d["out_bytes"] for d in nodes.values()) == pytest.approx(3 * sum(PARAMS) / 2, abs=3)
+    # a gather moves (W-1)/W of its unit each way; over gloo a reduce-scatter moves an
+    # all-reduce's 2(W-1)/W: 4 x half the model per step
+    assert sum(d["out_bytes"] for d in nodes.values()) == pytest.approx(4 * sum(PARAMS) / 2, abs=4)
+    scatter = [d["out_bytes"] for d in nodes.values() if d["op"] == "comm.reducescatter"]
+    assert scatter == pytest.approx(PARAMS, abs=1)
+
+
+def test_reduce_scatter_bytes_follow_the_backend():
+    from driple.graph.build import op_graph_for
+    from driple.graph.comm import add_fsdp_comm
+
+    batch = (torch.randn(4, 8), torch.randint(0, 4, (4,)))
+    graph, traced, _setting, _comm = op_graph_for(_mlp(), batch, None, "sgd", "cpu-ddp-w2-lo", None, None)
+    add_fsdp_comm(graph, traced, 4, backend="nccl")
+    assert graph.nodes["reducescatter_0"]["out_bytes"] == pytest.approx(PARAMS[0] * 3 / 4, abs=1)
+    assert graph.nodes["allgather_fwd_0"]["out_bytes"] == pytest.approx(PARAMS[0] * 3 / 4, abs=1)
     # the forward gather of a unit precedes the forward ops that read its parameters
     for u in range(2):
         readers = list(graph.successors(f"allgather_fwd_{u}"))
