@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from driple.errors import DripleError
+from driple.hardware.rows import median_spec
 
 
 def carried_predictions(predictor, dataset_dir: str, max_contention: Optional[float] = 10.0,
@@ -72,19 +73,6 @@ def _dataset(predictor, dataset_dir: str, **kwargs):
     options = predictor.inspector.build_options()
     return InspectorDataset(dataset_dir, **kwargs,
                             **{k: options[k] for k in ("groups", "grouping", "features", "seed") if k in options})
-
-
-def median_spec(specs):
-    """One spec for many probes of one machine: the median of each rate; the rest of the first."""
-    from dataclasses import replace
-
-    first = specs[0]
-    rates = {d: float(np.median([s.matmul_flops_per_s.get(d, np.nan) for s in specs]))
-             for d in first.matmul_flops_per_s}
-    return replace(first, matmul_flops_per_s=rates,
-                   copy_bytes_per_s=float(np.median([s.copy_bytes_per_s for s in specs])),
-                   cores_available=float(np.median([s.cores_available for s in specs])),
-                   how=f"median of {len(specs)} row probes")
 
 
 def _values(profiles, targets) -> np.ndarray:

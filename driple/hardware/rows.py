@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
+
+import numpy as np
 
 from driple.errors import DripleError
 from driple.hardware.host_speed import HostSpeed
@@ -78,3 +81,37 @@ def machines(specs: list[HardwareSpec]) -> list[dict]:
         counts[key] = counts.get(key, 0) + 1
     return [{"cpu_model": k[0], "gpus": list(k[1]), "rows": n}
             for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+
+def median_spec(specs: Sequence[HardwareSpec]) -> HardwareSpec:
+    """One spec for many probes of one machine: the median of each rate; the rest of the first."""
+    first = specs[0]
+    rates = {d: float(np.median([s.matmul_flops_per_s.get(d, np.nan) for s in specs]))
+             for d in first.matmul_flops_per_s}
+    return replace(first, matmul_flops_per_s=rates,
+                   copy_bytes_per_s=float(np.median([s.copy_bytes_per_s for s in specs])),
+                   cores_available=float(np.median([s.cores_available for s in specs])),
+                   how=f"median of {len(specs)} row probes")
+
+
+def training_machine_spec(dataset_dir: str | Path, jobs: Optional[Sequence[str]] = None) -> Optional[HardwareSpec]:
+    """The machine an inspector trained on ``jobs`` of a dataset describes: the dataset's recorded
+    host figures, else the median of the probes its rows (those of ``jobs``) carry; None if
+    neither exists. A dataset of rows probed one by one records no host figures of its own."""
+    recorded = recorded_spec(dataset_dir)
+    if recorded is not None:
+        return recorded
+    from driple.csvtable import read_csv
+
+    path = Path(dataset_dir) / "results.csv"
+    if not path.exists():
+        return None
+    frame = read_csv(path)
+    if SPEC_COLUMN not in frame:
+        return None
+    if jobs is not None:
+        frame = frame[frame["job_id"].isin(set(jobs))]
+    specs = [s for s in (row_spec(r) for r in frame.to_dict("records")) if s is not None]
+    if not specs:
+        return None
+    return replace(median_spec(specs), how=f"median of the probes of {len(specs)} rows of {dataset_dir}")

@@ -237,11 +237,13 @@ def ship(inspector, setting: str, *, description: str, trained: str, command: st
 
 
 def training_spec(inspector) -> Optional[dict]:
-    """The measuring machine's spec (its dataset's recorded figures and cores), or None."""
-    from driple.hardware.rows import recorded_spec
+    """The measuring machine's spec (its dataset's recorded figures and cores, else the median
+    probe of its training rows), or None."""
+    from driple.hardware.rows import training_machine_spec
 
     dataset = inspector.info.get("dataset")
-    spec = recorded_spec(dataset) if dataset else None
+    train = (inspector.info.get("split") or {}).get("train")
+    spec = training_machine_spec(dataset, train) if dataset else None
     return None if spec is None else spec.to_dict()
 
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from driple.errors import DripleError
-from driple.hardware.rows import dataset_specs, machines, recorded_spec
+from driple.hardware.rows import dataset_specs, machines, recorded_spec, training_machine_spec
 
 
 def spec_json(cpu, flops):
@@ -22,6 +22,18 @@ def test_rows_take_their_own_spec_else_the_recorded_figures(tmp_path):
     assert (b.cpu_model, b.flops_per_s) == ("Intel", 2e11) and "provenance.json" in b.how
     assert machines([a, b, b]) == [{"cpu_model": "Intel", "gpus": [], "rows": 2},
                                    {"cpu_model": "AMD", "gpus": [], "rows": 1}]
+
+
+def test_a_training_set_without_recorded_figures_is_described_by_its_rows_median_probe(tmp_path):
+    pd.DataFrame({"job_id": ["a", "b", "c", "d"],
+                  "hardware": [spec_json("AMD", 1e11), spec_json("AMD", 3e11), spec_json("AMD", 2e11),
+                               float("nan")]}).to_csv(tmp_path / "results.csv", index=False)
+    spec = training_machine_spec(tmp_path)
+    assert (spec.cpu_model, spec.flops_per_s) == ("AMD", 2e11) and "median of the probes of 3 rows" in spec.how
+    assert training_machine_spec(tmp_path, jobs=["a", "b"]).flops_per_s == 2e11
+    assert training_machine_spec(tmp_path, jobs=["a"]).flops_per_s == 1e11
+    assert training_machine_spec(tmp_path, jobs=["d"]) is None
+    assert training_machine_spec(tmp_path / "nowhere") is None
 
 
 def test_a_row_without_a_spec_is_refused_by_its_job_id(tmp_path):
