@@ -826,6 +826,23 @@ def test_a_dataset_is_copied_to_the_work_dir_once_per_run(reproduce, tmp_path, w
     assert ctx.dataset("cpu-ddp-w2-lo", {}) == copy and Path(copy, "results.csv").read_text() == first
 
 
+def test_another_scripts_file_under_a_sections_name_is_left_out_of_the_report(reproduce, tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from driple.evaluation.reproduce.report import report
+
+    (tmp_path / "datasets").mkdir()
+    args = SimpleNamespace(datasets_dir=str(tmp_path / "datasets"), models_dir=str(tmp_path / "m"),
+                           out=str(tmp_path / "out"), work_dir=None, settings=None)
+    ctx = Context(args)
+    ctx.save("transfer", {"source": "s", "targets": {}})
+    assert ctx.load_section("transfer")["source"] == "s"
+    (tmp_path / "out" / "transfer.json").write_text(json.dumps({"source": "s", "target": "t", "rows": []}))
+    assert ctx.load_section("transfer") is None
+    assert "is not this reproduction's transfer section" in capsys.readouterr().err
+    assert report(ctx).startswith("# Reproduced results")
+
+
 def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tmp_path):
     results = "\n".join(["# Reproduced results", "", "## Accuracy", "", "### lo, family split (9 jobs)", "",
                          "NRMSE:", "", "| a |", "", "MAPE %:", "", "| m |", "", "Inspector against the tables:",

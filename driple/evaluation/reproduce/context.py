@@ -100,6 +100,19 @@ class Context:
         path = os.path.join(self.out, f"{section}.json")
         return json.load(open(path)) if os.path.exists(path) else None
 
+    def load_section(self, section: str):
+        """What :meth:`save` wrote for ``section``, or None; a file of that name that another
+        script wrote (no matching ``section`` key) is left out with a warning, not misread."""
+        data = self.load(section)
+        if data is not None and (not isinstance(data, dict) or data.get("section") != section):
+            import sys
+
+            print(f"warning: {os.path.join(self.out, section + '.json')} is not this reproduction's "
+                  f"{section} section (another script's output?); the report leaves it out",
+                  file=sys.stderr)
+            return None
+        return data
+
     def kept(self, section: str, key: str) -> dict:
         """Entries of an earlier run of ``section`` that this run does not redo (``--settings``)."""
         if not self.args.settings:

@@ -24,7 +24,7 @@ def report(ctx: Context) -> str:
     formats = (("labels", report_labels), ("retest", report_retest), ("accuracy", report_accuracy),
                ("outofzoo", lambda sets: [line for ooz in sets for line in report_outofzoo(ooz)]),
                ("colocate", report_colocate), ("transfer", report_transfer), ("design", report_design))
-    data = {section: outofzoo_results(ctx) if section == "outofzoo" else ctx.load(section)
+    data = {section: outofzoo_results(ctx) if section == "outofzoo" else ctx.load_section(section)
             for section, _ in formats}  # each JSON read once (accuracy.json is megabytes)
     for section, fmt in formats:
         if data[section]:
