@@ -263,6 +263,8 @@ class InspectorDataset(InMemoryDataset):
         self.key = _digest({
             "version": CACHE_VERSION, "options": self.options, "builder": self.builder_id,
             "rows": self.frame[["job_id", *CONFIG_COLUMNS, *self.target_names]].astype(str).values.tolist(),
+            # what shapes each row's graph beyond its own columns (a strategy's graph key)
+            "graphs": sorted({graph_setting(s) for s in self.frame["setting"].astype(str)}),
         })
         super().__init__(root, transform, log=False, force_reload=force_reload)
         self.load(self.processed_paths[0])
