@@ -149,3 +149,18 @@ def drift_check(setting: str, first_dir: str, second_dir: str, target: str = "st
             "jobs": len(rows), "mape": [float(np.mean(np.abs(errs[:, 0]))), float(np.mean(np.abs(errs[:, 1])))],
             "ratio_mape": float(np.mean(np.abs(ratio_err))), "ratio_within_5pct": float(np.mean(np.abs(ratio_err) <= 5)),
             "ratio_median_signed": float(np.median(ratio_err)), "rows": rows}
+
+
+def carried_summary(result: dict, machine: str, command: str = "") -> dict:
+    """One registry ``carried`` record from :func:`evaluate_carry`'s ``result``: the machine the
+    jobs ran on (``machine``, in words: "AMD EPYC under a one-core cgroup quota"), how many, and
+    the carried prediction's step-time MAPE and median MAPE over the duration targets."""
+    targets = result.get("targets") or {}
+    carried = {t: (r.get("carried") or {}).get("mape") for t, r in targets.items()}
+    if carried.get("step_time") is None:
+        raise DripleError(f"{result.get('dataset', '?')}: no carried step time in the evaluation")
+    durations = [v for t, v in carried.items() if t.endswith("_duration") and v is not None]
+    return {"machine": machine, "dataset": result.get("dataset"), "jobs": int(result.get("jobs") or 0),
+            "step_time_mape": round(float(carried["step_time"]), 2),
+            "durations_median_mape": round(float(np.median(durations)), 2) if durations else None,
+            "how": command or "driple hardware evaluate"}

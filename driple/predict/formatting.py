@@ -55,6 +55,7 @@ def format_profile(profile, about: Optional[Mapping] = None) -> str:
         spec = HardwareSpec.from_dict(profile.hardware["spec"])
         lines.append(f"hardware: {described}, {spec.summary()}; durations and step time carried "
                      "from the measured machine by the roofline's op-class terms")
+        lines += carried_error_lines(profile.hardware.get("measured_error"))
     head = f"{'resource':<9}" + "".join(f"{k.replace('_', ' '):>28}" for k in KINDS)
     lines += ["", head]
     for r in resources():
@@ -159,3 +160,14 @@ def largest_batch_line(found: Mapping) -> str:
     return (f"  largest batch that fits: {found['batch']:,} per worker (simulated peak "
             f"{format_number(found['peak_mb'])} MB of the {slot} MB slot; {found['batch'] + 1:,} needs "
             f"{format_number(found['next_peak_mb'])} MB)")
+
+
+def carried_error_lines(measured: Optional[list]) -> list[str]:
+    """How far the inspector's carried predictions were measured off (docs/hardware.md)."""
+    if measured is None:
+        return []
+    if not measured:
+        return ["measured error when carried: not measured for this inspector (docs/hardware.md)"]
+    return [f"measured error when carried to {m['machine']} ({m['jobs']} jobs): step time "
+            f"{m['step_time_mape']:.1f} % MAPE, durations {m['durations_median_mape']:.0f} % "
+            "(median over the duration targets)" for m in measured]

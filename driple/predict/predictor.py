@@ -184,10 +184,16 @@ class Predictor:
                 "carried durations measured worse than the uncarried ones (docs/hardware.md)")
 
     def hardware_record(self) -> Optional[dict]:
-        """What a profile says of the machine it describes: ``{"described", "spec"}``."""
+        """What a profile says of the machine it describes: ``{"described", "spec"}``, and for a
+        prediction carried to another machine ``measured_error``: how far this inspector's
+        carried predictions were measured off, per machine it was checked on (registry
+        ``carried``; ``[]`` when never measured)."""
         if self.hardware is None:
             return None
-        return {"described": self.hardware_name, "spec": self.hardware.to_dict()}
+        record = {"described": self.hardware_name, "spec": self.hardware.to_dict()}
+        if self.hardware_name != "trained":
+            record["measured_error"] = list(self.entry.get("carried") or [])
+        return record
 
     # ------------------------------------------------------------------ loading
     @classmethod

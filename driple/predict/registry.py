@@ -155,14 +155,17 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
              scores: dict, card: Optional[str] = None, default: bool = False,
              root: Optional[Path] = None, hardware: Optional[str] = None,
              resident: Optional[dict] = None, unseen: Optional[dict] = None,
-             spec: Optional[dict] = None, memory: Optional[dict] = None) -> dict:
+             spec: Optional[dict] = None, memory: Optional[dict] = None,
+             carried: Optional[list] = None) -> dict:
     """Add or replace the entry of ``setting`` (checksum computed here); returns the entry.
     ``hardware``: the CPU (or GPU) model its jobs were measured on, which the predictions describe;
     ``resident``: what a worker holds beside the predicted demand (:mod:`driple.collect.resident`);
     ``unseen``: its figures for a model of a family it did not train on (held-out families,
     ``scripts/calibrate_unseen_families.py``); ``spec``: the measuring machine's
     :class:`~driple.hardware.spec.HardwareSpec` as a dict (what ``--hardware trained`` means);
-    ``memory``: the memory simulator's fit to the setting (``scripts/fit_memory.py --write``)."""
+    ``memory``: the memory simulator's fit to the setting (``scripts/fit_memory.py --write``);
+    ``carried``: how far its predictions carried to other machines measured
+    (``scripts/register_carried.py``; :func:`driple.evaluation.hardware.carried_summary`)."""
     root = Path(root) if root is not None else models_dir()
     checkpoint = Path(checkpoint).resolve()
     try:
@@ -184,6 +187,8 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
         entry["unseen"] = unseen
     if memory:
         entry["memory"] = memory
+    if carried:
+        entry["carried"] = carried
     reg["inspectors"] = [e for e in reg["inspectors"] if e["setting"] != setting] + [entry]
     reg["inspectors"].sort(key=lambda e: e["setting"])
     if default or not reg.get("default"):

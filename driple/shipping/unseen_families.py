@@ -243,7 +243,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     inspector.info["unseen_family"] = calibration.to_dict()
     inspector.save(os.path.dirname(str(path)))
     keep = {k: reg_entry[k] for k in ("description", "trained", "scores", "card", "hardware", "resident",
-                                      "spec", "memory")  # all but the checksum and unseen, renewed here
+                                      "spec", "memory", "carried")  # all but the checksum and unseen, renewed here
             if reg_entry.get(k) is not None}
     default = load_registry(Path(models_dir)).get("default") == setting
     register(setting, path, root=models_dir, default=default, **keep,

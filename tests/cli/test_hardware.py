@@ -42,12 +42,54 @@ def test_predict_for_another_spec_carries_durations_only(monkeypatch, capsys, tm
     assert main([*args, "--hardware", str(path)]) == 0
     carried = json.loads(capsys.readouterr().out)
     assert carried["hardware"]["described"] == str(path)
+    # the error this inspector's carried predictions were measured with (registry "carried")
+    assert "measured_error" not in trained["hardware"]
+    measured = carried["hardware"]["measured_error"]
+    assert measured and all(m["jobs"] > 0 and m["step_time_mape"] > 0 for m in measured)
     m0, m1 = trained["metrics"], carried["metrics"]
     assert m1["step_time"] > m0["step_time"] and m1["compute_burst_duration"] > m0["compute_burst_duration"]
     assert m1["compute_burst_amount"] == m0["compute_burst_amount"]  # amounts stay
     assert main(["predict", "mlp", "--setting", "cpu-ps-p1w2-1g", "--batch-size", "8",
                  "--hardware", str(path)]) == 0
-    assert "hardware: " in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "hardware: " in text
+    assert f"measured error when carried to {measured[0]['machine']} ({measured[0]['jobs']} jobs): step time " \
+        f"{measured[0]['step_time_mape']:.1f} % MAPE" in text
+
+
+def test_carried_summary_and_its_registration(monkeypatch, capsys, tmp_path):
+    import importlib.util
+    import shutil
+
+    from driple.evaluation.hardware import carried_summary
+    from driple.errors import DripleError
+    from driple.predict.formatting import carried_error_lines
+
+    result = {"setting": "cpu-ddp-w2-lo", "dataset": "d", "jobs": 3, "targets": {
+        "step_time": {"carried": {"mape": 11.04}}, "compute_burst_duration": {"carried": {"mape": 10.0}},
+        "memory_idle_duration": {"carried": {"mape": 30.0}}, "tx_burst_duration": {"carried": {"mape": 20.0}},
+        "memory_burst_amount": {"carried": {"mape": 99.0}}}}
+    s = carried_summary(result, "a slower host")
+    assert (s["machine"], s["jobs"], s["step_time_mape"], s["durations_median_mape"]) == ("a slower host", 3, 11.04, 20.0)
+    with pytest.raises(DripleError, match="no carried step time"):
+        carried_summary({"dataset": "d", "targets": {}}, "x")
+    assert carried_error_lines(None) == [] and "not measured" in carried_error_lines([])[0]
+    # the script writes the entry of a copy of the shipped registry, and refuses another setting's file
+    root = tmp_path / "models"
+    shutil.copytree(ROOT / "trained_models", root, ignore=shutil.ignore_patterns("evaluation"))
+    monkeypatch.setenv("DRIPLE_MODELS", str(root))
+    (tmp_path / "e.json").write_text(json.dumps(result))
+    spec = importlib.util.spec_from_file_location("register_carried", ROOT / "scripts" / "register_carried.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--setting", "cpu-ddp-w2-lo", "--evaluation", str(tmp_path / "e.json"),
+                        "--machine", "a slower host"]) == 0
+    entry = next(e for e in json.loads((root / "registry.json").read_text())["inspectors"]
+                 if e["setting"] == "cpu-ddp-w2-lo")
+    assert entry["carried"][0]["machine"] == "a slower host"
+    assert script.main(["--setting", "cpu-ps-p1w2-1g", "--evaluation", str(tmp_path / "e.json"),
+                        "--machine", "x"]) == 2
+    assert "evaluates 'cpu-ddp-w2-lo', not 'cpu-ps-p1w2-1g'" in capsys.readouterr().err
 
 
 def test_empty_and_unreadable_arguments_say_so_in_one_line(monkeypatch, capsys, tmp_path):
