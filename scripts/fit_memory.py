@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from driple.collect.provenance import script_stamp
     from driple.evaluation.memory import fit_setting
-    from driple.predict.registry import list_settings, load_registry, models_dir
+    from driple.predict.registry import list_settings, models_dir, set_entry_field
 
     shipped = [e["setting"] for e in list_settings()]
     unknown = sorted(set(args.settings or ()) - set(shipped))
@@ -52,12 +52,8 @@ def main(argv=None) -> int:
                   f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
     if args.write:
         root = models_dir()
-        reg = load_registry(root)
-        for e in reg["inspectors"]:
-            if e["setting"] in records:
-                e["memory"] = {k: v for k, v in records[e["setting"]].items() if k in (
-                    "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")}
-        (root / "registry.json").write_text(json.dumps(reg, indent=2) + "\n")
+        set_entry_field("memory", {s: {k: v for k, v in r.items() if k in (
+            "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")} for s, r in records.items()}, root)
         figures = Path(args.figures) if args.figures else root / "evaluation" / "memory.json"
         kept = {}
         if args.settings and figures.exists():  # the settings not refitted keep their records

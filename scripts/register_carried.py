@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from driple.errors import DripleError
     from driple.evaluation.hardware import carried_summary
-    from driple.predict.registry import load_registry, models_dir
+    from driple.predict.registry import set_entry_field
 
     if len(args.evaluation) != len(args.machine):
         print("register_carried: give one --machine per --evaluation", file=sys.stderr)
@@ -43,20 +43,14 @@ def main(argv=None) -> int:
                 raise DripleError(f"{path} evaluates {result.get('setting')!r}, not {args.setting!r}")
             records.append(carried_summary(result, machine, command=f"driple hardware evaluate --setting "
                                            f"{args.setting} --dataset {result.get('dataset')}"))
-        root = models_dir()
-        reg = load_registry(root)
-        entries = [e for e in reg["inspectors"] if e["setting"] == args.setting]
-        if not entries:
-            raise DripleError(f"{args.setting} is not shipped in {root}")
-        entries[0]["carried"] = records
-        (root / "registry.json").write_text(json.dumps(reg, indent=2) + "\n")
+        written = set_entry_field("carried", {args.setting: records})
     except DripleError as err:
         print(f"register_carried: error: {err}", file=sys.stderr)
         return 2
     for r in records:
         print(f"{args.setting}: carried to {r['machine']} ({r['jobs']} jobs): step time {r['step_time_mape']:.1f} %, "
               f"durations median {r['durations_median_mape']:.1f} %")
-    print(f"wrote {root / 'registry.json'}")
+    print(f"wrote {written}")
     return 0
 
 

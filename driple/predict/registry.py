@@ -193,8 +193,30 @@ def register(setting: str, checkpoint: str | os.PathLike, *, description: str, t
     reg["inspectors"].sort(key=lambda e: e["setting"])
     if default or not reg.get("default"):
         reg["default"] = setting
+    _write_registry(root, reg)
+    return entry
+
+
+def set_entry_field(field: str, values: dict, root: Optional[Path] = None) -> Path:
+    """Set ``field`` of the entries of the settings in ``values`` (``{setting: value}``), leaving
+    everything else (checksums included) as it is; a setting not in the registry is refused.
+    Returns the registry file written."""
+    root = Path(root) if root is not None else models_dir()
+    reg = load_registry(root)
+    shipped = {e["setting"] for e in reg["inspectors"]}
+    missing = sorted(set(values) - shipped)
+    if missing:
+        raise DripleError(f"not shipped in {root}: {', '.join(missing)}")
+    for e in reg["inspectors"]:
+        if e["setting"] in values:
+            e[field] = values[e["setting"]]
+    return _write_registry(root, reg)
+
+
+def _write_registry(root: Path, reg: dict) -> Path:
+    """Write ``reg`` as ``root``'s registry, atomically."""
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / (REGISTRY_FILE + ".tmp")
     tmp.write_text(json.dumps(reg, indent=2) + "\n")
     os.replace(tmp, root / REGISTRY_FILE)
-    return entry
+    return root / REGISTRY_FILE

@@ -119,3 +119,22 @@ def test_registering_again_keeps_what_it_is_given(registry, tmp_path, monkeypatc
     assert again["memory"] == fit and again["spec"] == {"cpu_model": "x"}
     assert resolve("cpu-ddp-w2-lo")[1]["memory"] == fit
     assert "memory" not in register("cpu-ddp-w2-lo", path, description="d", trained="t", scores={}, root=copy)
+
+
+def test_one_field_of_entries_is_set_and_the_rest_kept(registry, tmp_path, monkeypatch):
+    """What fit_memory.py and register_carried.py write: one field, the checksum untouched."""
+    import shutil
+
+    from driple.predict.registry import set_entry_field
+
+    copy = tmp_path / "models"
+    shutil.copytree(registry, copy)
+    monkeypatch.setenv("DRIPLE_MODELS", str(copy))
+    before = resolve("cpu-ddp-w2-lo")[1]
+    assert set_entry_field("carried", {"cpu-ddp-w2-lo": [{"machine": "m"}]}, copy) == copy / "registry.json"
+    after = resolve("cpu-ddp-w2-lo")[1]
+    assert after["carried"] == [{"machine": "m"}] and after["sha256"] == before["sha256"]
+    assert {k: v for k, v in after.items() if k != "carried"} == before
+    with pytest.raises(DripleError, match="not shipped in .*: cpu-x"):
+        set_entry_field("memory", {"cpu-x": {}}, copy)
+    assert not (copy / "registry.json.tmp").exists()

@@ -398,13 +398,13 @@ def start_collective_rank(job: dict) -> CollectiveRank:
     import torch.distributed as dist
 
     from driple.collect.timeline.recorder import TimelineRecorder
-    from driple.hardware.devices import DEVICES
+    from driple.hardware.devices import device_kind
     from driple.zoo.workload import load_workload
 
     spec = job["spec"]
     device = device_for(job, local_rank)
     cuda = device.type == "cuda"
-    backend = next(d.collective_backend for d in DEVICES.values() if d.torch_type == device.type)
+    backend = device_kind(job["setting"]["device"]).collective_backend
     dist.init_process_group(backend, timeout=timedelta(seconds=float(job["timeout"])))
     torch.manual_seed(spec["seed"])
     workload = load_workload(spec["model"], spec["batch_size"], spec["knobs"])
