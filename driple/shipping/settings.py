@@ -218,8 +218,8 @@ def _shipped_source(setting, dataset, root):
         saved = inspector.save(str(Path(path).parent))
         register(setting, saved, description=entry.get("description", setting),
                  trained=entry.get("trained", "?"), scores=entry.get("scores") or {},
-                 card=entry.get("card"), default=True, root=Path(root), hardware=entry.get("hardware"),
-                 resident=entry.get("resident"))
+                 card=entry.get("card"), default=True, root=Path(root),
+                 **{k: entry.get(k) for k in ("hardware", "resident", "unseen", "spec", "memory", "carried")})
         card = Path(root) / setting / "MODEL_CARD.md"
         if card.exists():
             card.write_text(card.read_text() + f"\nLabel range of the {len(y)} training jobs added to "

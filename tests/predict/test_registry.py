@@ -138,3 +138,33 @@ def test_one_field_of_entries_is_set_and_the_rest_kept(registry, tmp_path, monke
     with pytest.raises(DripleError, match="not shipped in .*: cpu-x"):
         set_entry_field("memory", {"cpu-x": {}}, copy)
     assert not (copy / "registry.json.tmp").exists()
+
+
+def test_recording_the_sources_label_range_keeps_its_fields(registry, tmp_path, monkeypatch, write_dataset):
+    """``ship_inspectors.py --reuse-source`` on a source without a label range saves it again:
+    the new entry keeps its memory fit, unseen-family figures and carried errors."""
+    import shutil
+    from pathlib import Path
+
+    from driple.collect.results import load_results
+    from driple.inspector.checkpoint import load_inspector
+    from driple.predict.registry import register, set_entry_field
+    from driple.shipping.settings import _shipped_source
+
+    copy = tmp_path / "models"
+    shutil.copytree(registry, copy)
+    monkeypatch.setenv("DRIPLE_MODELS", str(copy))
+    data = write_dataset(tmp_path / "cpu-ddp-w2-lo")
+    path, entry = resolve("cpu-ddp-w2-lo")
+    inspector = load_inspector(str(path))
+    inspector.target_scaler.low_ = inspector.target_scaler.high_ = None
+    inspector.info["split"] = {"train": list(load_results(str(data))["job_id"])}
+    register("cpu-ddp-w2-lo", inspector.save(str(Path(path).parent)), description="d", trained="t",
+             scores={}, root=copy)
+    kept = {"memory": {"scale": 1.01}, "unseen": {"step_time": 14.0}, "carried": [{"machine": "m"}]}
+    for field, value in kept.items():
+        set_entry_field(field, {"cpu-ddp-w2-lo": value}, copy)
+    _shipped_source("cpu-ddp-w2-lo", str(data), str(copy))
+    after = resolve("cpu-ddp-w2-lo")[1]
+    assert load_inspector(str(resolve("cpu-ddp-w2-lo")[0])).target_scaler.low_ is not None
+    assert {k: after.get(k) for k in kept} == kept
