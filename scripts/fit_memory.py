@@ -29,6 +29,9 @@ def main(argv=None) -> int:
                     help="only these shipped settings (default: every one)")
     ap.add_argument("--figures", default=None, metavar="FILE",
                     help="where --write puts the figures (default trained_models/evaluation/memory.json)")
+    ap.add_argument("--evaluation", default=None, metavar="DIR",
+                    help="the evaluation whose held-out-family step predictions the memory durations "
+                         "are scored with (its accuracy.json; default: the directory of --figures)")
     args = ap.parse_args(argv)
     from driple.collect.provenance import script_stamp
     from driple.evaluation.memory import fit_setting
@@ -44,16 +47,32 @@ def main(argv=None) -> int:
         if args.settings and s not in args.settings:
             continue
         ooz = OUT_OF_ZOO.get(s, [])  # relative to the checkout: run from its root
-        records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True)
+        evaluation = args.evaluation or str(Path(args.figures).parent if args.figures else models_dir() / "evaluation")
+        records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True, evaluation_dir=evaluation)
         r = records[s]
         print(f"{s}: offset {r['offset_mb']:.1f} MB, scale {r['scale']:.3f}; held-out families MAPE "
               f"{r['lofo_mape']:.2f} % (median {r['lofo_median']:.2f} %), 90 % of errors within "
               f"{100 * r['interval_rel']:.1f} %" + "".join(
                   f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
+        cycle = r.get("cycle")
+        if cycle:
+            held = cycle.get("with_held_out_step")
+            print(f"  memory durations, held-out families: share MAE {cycle['share_mae']:.3f}; with the measured "
+                  f"step burst {cycle['with_measured_step']['burst_mape']:.1f} % idle "
+                  f"{cycle['with_measured_step']['idle_mape']:.1f} %" + (
+                      f"; with the inspector's held-out step ({held['step_mape']:.1f} %) burst "
+                      f"{held['burst_mape']:.1f} % idle {held['idle_mape']:.1f} %" if held else
+                      f" (no held-out step predictions in {evaluation})"))
+            network = cycle.get("network_held_out")
+            if network:
+                print(f"  the inspector's own on the same families: burst {network['burst_mape']:.1f} % idle "
+                      f"{network['idle_mape']:.1f} %: profiles take the "
+                      + ("cycle's" if cycle_entry(r) else "inspector's"))
     if args.write:
         root = models_dir()
-        set_entry_field("memory", {s: {k: v for k, v in r.items() if k in (
-            "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")} for s, r in records.items()}, root)
+        set_entry_field("memory", {s: {**{k: v for k, v in r.items() if k in (
+            "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")}, **cycle_entry(r)}
+            for s, r in records.items()}, root)
         figures = Path(args.figures) if args.figures else root / "evaluation" / "memory.json"
         kept = {}
         if args.settings and figures.exists():  # the settings not refitted keep their records
@@ -64,6 +83,21 @@ def main(argv=None) -> int:
                                        "settings": {**kept, **records}}, indent=2) + "\n")
         print(f"wrote {root / 'registry.json'} and {figures}")
     return 0
+
+
+def cycle_entry(record: dict) -> dict:
+    """What a registry entry keeps of the memory durations' fit, where the cycle beat the
+    inspector's own durations on held-out families (:func:`driple.evaluation.memory.cycle_wins`):
+    the tail fit, the rates it was fitted at, the share's errors and its held-out-family errors
+    with the inspector's held-out step."""
+    from driple.evaluation.memory import cycle_wins
+
+    cycle = record.get("cycle")
+    if not cycle or not cycle_wins(cycle):
+        return {}
+    held = cycle["with_held_out_step"]
+    return {"cycle": {"tail": cycle["tail"], "rates": cycle["rates"], "share_rel": cycle["share_rel"],
+                      "held_out": {k: held[k] for k in ("burst_mape", "idle_mape", "jobs")}, "step": "predicted"}}
 
 
 if __name__ == "__main__":

@@ -293,6 +293,11 @@ def run_settings(args: argparse.Namespace) -> int:
         if mem.get("lofo_mape") is not None:
             print(f"  memory amount: simulated from the traced step (runtime {mem['offset_mb']:.0f} MB + "
                   f"{mem['scale']:.3f} x the simulation; MAPE {mem['lofo_mape']:.1f}% on held-out families)")
+        cycle = mem.get("cycle") or {}
+        if cycle.get("held_out"):
+            h = cycle["held_out"]
+            print(f"  memory burst and idle: the simulated cycle's share of the {cycle.get('step', 'predicted')} step "
+                  f"(MAPE {h['burst_mape']:.1f}% and {h['idle_mape']:.1f}% on held-out families)")
         if e.get("card"):
             print(f"  model card: {models_dir() / e['card']}")
         check = e.get("host_check")

@@ -1,5 +1,8 @@
-"""The memory simulator against measured peaks: one offset and scale fitted on the training
-families, the held-out family predicted (leave one family out), per family and overall."""
+"""The memory simulator against measured labels: for the peak, one offset and scale fitted on
+the training families, the held-out family predicted (leave one family out), per family and
+overall; for the burst and idle durations, the simulated cycle (:mod:`driple.graph.memory_cycle`)
+with its tail fitted on the other families, times the step time (as measured, and as the
+inspector predicted it for the held-out family)."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,11 +46,14 @@ def leave_family_out(frame, simulated: np.ndarray, target: str = "memory_burst_a
             "predicted": pred.tolist()}
 
 
-def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None, progress: bool = False) -> dict:
+def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None, progress: bool = False,
+                evaluation_dir: str | None = None) -> dict:
     """The memory record of a shipped setting: the simulator's offset and scale fitted on its
     inspector's training jobs, the leave-one-family-out error on its whole dataset, the 90th
     percentile of those errors (the interval a prediction gets), and the error on out-of-zoo
-    datasets of the setting with the training fit."""
+    datasets of the setting with the training fit; under ``cycle``, the memory durations'
+    tail fit and figures (:func:`cycle_durations`; the held-out step predictions from the
+    evaluation in ``evaluation_dir`` where it has the setting's family split)."""
     import os
 
     from driple.graph.memory import fit_offset, library_heap_mb
@@ -71,6 +77,13 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
               "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
               "interval_rel": float(np.nanquantile(rel, 0.9)), "families": {
                   k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+    if predictor.inspector.host is not None and "timeline_path" in frame:
+        steps = held_out_steps(setting, evaluation_dir, datasets_root) if evaluation_dir else {}
+        record["cycle"] = cycle_durations(frame, simulated_cycles(frame, progress=progress),
+                                          measured_tails(frame, dataset), predictor.inspector.host, train, steps)
+        network = network_held_out(setting, evaluation_dir) if evaluation_dir else None
+        if network:
+            record["cycle"]["network_held_out"] = network
     for path in out_of_zoo or []:
         other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
         sim = simulated_peaks(other, progress=progress)
@@ -86,3 +99,152 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
             "without_library_heap": {"mape": float(100 * np.nanmean(np.abs(plain))),
                                      "median_signed": float(100 * np.nanmedian(plain))}}
     return record
+
+
+def simulated_cycles(frame, progress: bool = False) -> list:
+    """The :class:`~driple.graph.memory_cycle.MemoryCycle` of each row's job (None where it
+    cannot be traced)."""
+    from tqdm import tqdm
+
+    from driple.graph.memory_cycle import cycle_job
+    from driple.inspector.dataset import job_config
+    from driple.settings import parse_setting
+
+    out = []
+    for row in tqdm(frame.to_dict("records"), disable=not progress, unit="job", desc="memory cycles"):
+        c = job_config(row)
+        try:
+            out.append(cycle_job(c["model"], c["batch_size"], c["optimizer"], parse_setting(c["setting"]),
+                                 **c["knobs"]))
+        except DripleError:
+            out.append(None)
+    return out
+
+
+def measured_tails(frame, dataset_dir: str) -> np.ndarray:
+    """Per row, the measured share of the step after its backward pass
+    (:func:`~driple.collect.labels.timeline.tail_fraction`; NaN without a timeline)."""
+    import os
+
+    from driple.collect.labels.timeline import tail_fraction
+    from driple.collect.timeline.record import load_job_timelines
+
+    out = np.full(len(frame), np.nan)
+    for i, path in enumerate(frame.get("timeline_path", [None] * len(frame))):
+        if isinstance(path, str) and path and os.path.exists(os.path.join(dataset_dir, path)):
+            try:
+                out[i] = tail_fraction(load_job_timelines(os.path.join(dataset_dir, path)))
+            except DripleError:
+                pass
+    return out
+
+
+def cycle_durations(frame, cycles: list, tails: np.ndarray, host, train, steps: dict | None = None) -> dict:
+    """The memory burst and idle durations of the simulated cycle: the tail fit on the ``train``
+    rows (what a registry entry carries), and leave one family out: each family's rows placed
+    with the tail fitted on the other families, times the measured step time, and times the
+    inspector's held-out step prediction where ``steps`` (``{job_id: s}``) has the job."""
+    from driple.graph.memory_cycle import TailFit
+
+    f_s, b_s = float(host.flops_per_s), float(host.memory_bytes_per_s)
+    ok = np.array([c is not None for c in cycles]) & np.isfinite(tails)
+    train = np.asarray(train, dtype=bool)
+    fit = TailFit.fit([c for c, k in zip(cycles, ok & train) if k], tails[ok & train], f_s, b_s,
+                      fitted_on=f"{int((ok & train).sum())} training jobs with a measured tail")
+    families = frame["family"].astype(str).to_numpy()
+    burst = frame["memory_burst_duration"].to_numpy(dtype=np.float64)
+    idle = frame["memory_idle_duration"].to_numpy(dtype=np.float64)
+    measured_step = frame["step_time"].to_numpy(dtype=np.float64)
+    share = np.full(len(frame), np.nan)
+    for fam in sorted(set(families)):
+        test = families == fam
+        fold = TailFit.fit([c for c, k in zip(cycles, ok & ~test) if k], tails[ok & ~test], f_s, b_s)
+        for i in np.flatnonzero(test):
+            if cycles[i] is not None:
+                share[i] = fold.burst_fraction(cycles[i], f_s, b_s)
+    measured_share = burst / (burst + idle)
+
+    def errors(step):
+        eb, ei = np.abs(share * step / burst - 1), np.abs((1 - share) * step / idle - 1)
+        return {"jobs": int(np.isfinite(eb + ei).sum()), "burst_mape": float(100 * np.nanmean(eb)),
+                "idle_mape": float(100 * np.nanmean(ei)), "families": {
+                    fam: {"burst_mape": round(float(100 * np.nanmean(eb[families == fam])), 2),
+                          "idle_mape": round(float(100 * np.nanmean(ei[families == fam])), 2)}
+                    for fam in sorted(set(families))}}
+
+    record = {"tail": fit.to_dict(), "rates": {"flops_per_s": f_s, "bytes_per_s": b_s},
+              "tail_measured_jobs": int(ok.sum()),
+              "share_mae": float(np.nanmean(np.abs(share - measured_share))),
+              "share_corr": float(np.corrcoef(share[np.isfinite(share)], measured_share[np.isfinite(share)])[0, 1]),
+              "with_measured_step": errors(measured_step),
+              # the 90th percentile of each share's held-out error: a profile's interval widening
+              "share_rel": {"memory_burst_duration": float(np.nanquantile(np.abs(share / measured_share - 1), 0.9)),
+                            "memory_idle_duration": float(np.nanquantile(
+                                np.abs((1 - share) / (1 - measured_share) - 1), 0.9))}}
+    if steps:
+        ids = frame["job_id"].astype(str).to_numpy()
+        predicted = np.array([steps.get(j, np.nan) for j in ids], dtype=np.float64)
+        record["with_held_out_step"] = {**errors(predicted), "step_mape": float(
+            100 * np.nanmean(np.abs(predicted / measured_step - 1)))}
+    return record
+
+
+def held_out_steps(setting: str, evaluation_dir: str, datasets_root: str, models_root=None) -> dict:
+    """``{job_id: step time}`` the shipped inspector predicted for each job with its family held
+    out: the evaluation's kept network predictions (``accuracy.json``, family split) joined to
+    each fold's roofline again (:func:`driple.inspector.roofline_estimator.rejoin`); empty when
+    the evaluation kept none for the setting."""
+    import json
+    import os
+
+    from driple.inspector.checkpoint import load_inspector
+    from driple.inspector.dataset import dataset_built_as
+    from driple.inspector.roofline_estimator import rejoin
+    from driple.predict.registry import resolve
+    from driple.setting_datasets import SettingDatasets
+
+    path = os.path.join(evaluation_dir, "accuracy.json")
+    if not os.path.exists(path):
+        return {}
+    entry = ((json.load(open(path)).get("settings") or {}).get(setting) or {}).get("family") or {}
+    folds = entry.get("network_predictions")
+    if not folds:
+        return {}
+    inspector = load_inspector(str(resolve(setting, root=models_root)[0]))
+    if inspector.roofline is None:
+        return {}
+    dataset = dataset_built_as(inspector, SettingDatasets.load(datasets_root).dataset_dir(setting))
+    j = list(dataset.target_names).index("step_time")
+    out = {}
+    for fold, predicted in zip(folds, rejoin(dataset, folds, inspector.roofline.host)):
+        out.update({job: float(row[j]) for job, row in zip(fold["test_job_ids"], predicted)})
+    return out
+
+
+def network_held_out(setting: str, evaluation_dir: str) -> dict | None:
+    """The shipped inspector's own MAPE of the memory burst and idle durations on held-out
+    families (the evaluation's ``accuracy.json``, family split), or None."""
+    import json
+    import os
+
+    path = os.path.join(evaluation_dir, "accuracy.json")
+    if not os.path.exists(path):
+        return None
+    entry = ((json.load(open(path)).get("settings") or {}).get(setting) or {}).get("family") or {}
+    scores = (entry.get("scores") or {}).get("inspector") or {}
+    try:
+        return {"burst_mape": float(scores["memory_burst_duration"]["mape"]),
+                "idle_mape": float(scores["memory_idle_duration"]["mape"])}
+    except (KeyError, TypeError):
+        return None
+
+
+def cycle_wins(cycle: dict) -> bool:
+    """Whether a setting's profiles take their memory durations from the simulated cycle: where
+    it was scored with the inspector's held-out step and beat the inspector's own durations on
+    held-out families, burst and idle both. (A parameter-server worker's level after its
+    backward pass sits at its midpoint for most of the step, so its share flips on a few MB:
+    the cycle does not place it, and its network keeps the durations.)"""
+    held, network = cycle.get("with_held_out_step"), cycle.get("network_held_out")
+    return bool(held and network and held["burst_mape"] <= network["burst_mape"]
+                and held["idle_mape"] <= network["idle_mape"])

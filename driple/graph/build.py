@@ -150,20 +150,23 @@ def build_input(
         num_groups=grouper.n_groups_,
         vocab_digest=vocab.digest,
         grouping_key=grouping_key(groups, grouping, seed),
-        summary={**summary.to_dict(), **_memory_summary(traced, setting)},
+        summary={**summary.to_dict(), **_memory_summary(traced, setting, comm)},
     )
 
 
-def _memory_summary(traced, setting) -> dict:
+def _memory_summary(traced, setting, comm=()) -> dict:
     """The simulated memory of the step (:mod:`driple.graph.memory`): its true peak with the
-    breakdown, and the peak at the points the collector samples (``memory_sampled_mb``)."""
-    from driple.graph.memory import simulate_both
+    breakdown, the peak at the points the collector samples (``memory_sampled_mb``), and the
+    level at those points over the step (``memory_cycle``, :mod:`driple.graph.memory_cycle`)."""
+    from driple.graph.memory import simulate_both, step_parts
+    from driple.graph.memory_cycle import memory_cycle
 
-    whole, seen = simulate_both(traced, getattr(setting, "strategy", None) or "none",
-                                getattr(setting, "workers", 2))
+    strategy, workers = getattr(setting, "strategy", None) or "none", getattr(setting, "workers", 2)
+    parts = step_parts(traced, strategy, workers)
+    whole, seen = simulate_both(traced, strategy, workers, parts=parts)
     return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
             "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
-            "memory_sampled_mb": seen.peak_mb}
+            "memory_sampled_mb": seen.peak_mb, "memory_cycle": memory_cycle(traced, strategy, workers, parts=parts, comm=comm).to_dict()}
 
 
 def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], grouper: FluidGrouper,

@@ -186,10 +186,19 @@ def simulate(traced, strategy: str = "ddp", sampled: bool = False, workers: int 
     return _estimate(_step_memory(traced, strategy, workers), sampled)
 
 
-def simulate_both(traced, strategy: str = "ddp", workers: int = 2) -> tuple[MemoryEstimate, MemoryEstimate]:
-    """``(whole peak, peak at the sampled points)`` of :func:`simulate`, from one walk of the step."""
-    parts = _step_memory(traced, strategy, workers)
+def simulate_both(traced, strategy: str = "ddp", workers: int = 2,
+                  parts: dict | None = None) -> tuple[MemoryEstimate, MemoryEstimate]:
+    """``(whole peak, peak at the sampled points)`` of :func:`simulate`, from one walk of the step
+    (``parts``, :func:`step_parts`, when already made)."""
+    parts = parts if parts is not None else _step_memory(traced, strategy, workers)
     return _estimate(parts, False), _estimate(parts, True)
+
+
+def step_parts(traced, strategy: str = "ddp", workers: int = 2) -> dict:
+    """One walk of the step: what :func:`simulate_both` and
+    :func:`driple.graph.memory_cycle.memory_cycle` read (the live bytes after each op, what is
+    held all step, the gradients, the strategy's buffers)."""
+    return _step_memory(traced, strategy, workers)
 
 
 def _step_memory(traced, strategy: str, workers: int = 2) -> dict:

@@ -138,6 +138,25 @@ class Predictor:
             records.append(record)
         return {"sampled_mb": np.array(sampled), "rel": float(fit.get("interval_rel", 0.05)), "records": records}
 
+    def _memory_shares(self, graphs) -> Optional[dict]:
+        """The memory cycle's answer for ``graphs`` (:mod:`driple.graph.memory_cycle`): per graph
+        the share of its step the memory level is above its midpoint (NaN where a graph carries
+        no cycle: one built before cycles were), on the machine described, with the setting's
+        tail fit (registry entry ``memory.cycle``) and the relative error its burst and idle
+        shares had on held-out families. None when the entry has no tail fit."""
+        from driple.graph.memory_cycle import MemoryCycle, TailFit
+
+        fit = (self.entry.get("memory") or {}).get("cycle")
+        if not fit or self.hardware is None:
+            return None
+        tail, host = TailFit.from_dict(fit["tail"]), self.hardware.host_speed()
+        shares = []
+        for g in graphs:
+            record = (getattr(g, "summary", None) or {}).get("memory_cycle")
+            shares.append(float("nan") if not record else tail.burst_fraction(
+                MemoryCycle.from_dict(record), host.flops_per_s, host.memory_bytes_per_s))
+        return {"shares": np.array(shares), "rel": fit.get("share_rel") or {}}
+
     def largest_batch(self, model: str, optimizer: str = "sgd", knobs: Optional[dict] = None,
                       start: int = 1, library_heap_mb: float = 0.0) -> Optional[dict]:
         """The largest batch per worker whose simulated peak fits a worker's slot
@@ -339,6 +358,17 @@ class Predictor:
         if memory is not None:  # the simulated peak replaces the network's, and is never clipped
             predicted[:, targets.index(MEMORY_TARGET)] = memory["sampled_mb"]
             memory_mb = None
+        shares = self._memory_shares(graphs)
+        timed = np.zeros(len(graphs), dtype=bool)
+        if shares is not None:  # memory burst and idle: the simulated cycle's share of the step
+            step = predicted[:, targets.index(STEP_TARGET)]
+            timed = np.isfinite(shares["shares"]) & np.isfinite(step)
+            predicted[timed, targets.index(MEMORY_BURST)] = shares["shares"][timed] * step[timed]
+            predicted[timed, targets.index(MEMORY_IDLE)] = (1 - shares["shares"][timed]) * step[timed]
+            if memory is not None:  # what the profile's memory record says of its durations
+                for record, share, ok in zip(memory["records"], shares["shares"], timed):
+                    if ok:
+                        record["burst_share"] = float(share)
         flags: list = []
         values, notes = bound(predicted, self.setting, ts.low_, ts.high_, memory_mb, flags=flags)
         values = hold_together(values, notes, flags)
@@ -359,6 +389,12 @@ class Predictor:
             if memory is not None:
                 j = targets.index(MEMORY_TARGET)
                 lows[:, j], highs[:, j] = values[:, j] * (1 - memory["rel"]), values[:, j] * (1 + memory["rel"])
+            if timed.any():  # the step's interval, shared out, widened by the share's own error
+                s, rel = targets.index(STEP_TARGET), shares["rel"]
+                for m, share in ((MEMORY_BURST, shares["shares"]), (MEMORY_IDLE, 1 - shares["shares"])):
+                    j, e = targets.index(m), float(rel.get(m, 0.0))
+                    lows[timed, j] = share[timed] * lows[timed, s] * (1 - e)
+                    highs[timed, j] = share[timed] * highs[timed, s] * (1 + e)
         names = list(names) if names is not None else [
             (getattr(g, "summary", None) or {}).get("model", f"graph {i}") for i, g in enumerate(graphs)]
         batch_sizes = [(getattr(g, "summary", None) or {}).get("batch_size") for g in graphs]
@@ -498,6 +534,7 @@ def resize_batch(batch, batch_size: int, device=None):
 
 
 MEMORY_TARGET = "memory_burst_amount"
+MEMORY_BURST, MEMORY_IDLE, STEP_TARGET = "memory_burst_duration", "memory_idle_duration", "step_time"
 
 
 def _ranks(setting: str) -> int:

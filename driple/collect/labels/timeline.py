@@ -267,6 +267,27 @@ def label_rank(tl: RankTimeline, net: dict, rates=None, series_start_ns: int | N
     return out
 
 
+def tail_fraction(timelines: dict[str, RankTimeline]) -> float:
+    """The share of a step after its forward and backward pass, mean over the workers of the
+    median over measured iterations: what follows the end of the iteration's longest compute
+    interval (the forward and backward pass; the optimizer's update and the last communication
+    come after). What :class:`driple.graph.memory_cycle.TailFit` is fitted to; NaN without
+    compute intervals."""
+    per_rank = []
+    for tl in timelines.values():
+        if tl.meta.get("role", "worker") != "worker":
+            continue
+        shares = []
+        for lo, hi in iteration_spans(tl.measured):
+            inside = tl.compute[(tl.compute[:, 0] >= lo) & (tl.compute[:, 0] < hi)]
+            if len(inside) and hi > lo:
+                longest = inside[np.argmax(inside[:, 1] - inside[:, 0])]
+                shares.append(max(0.0, 1 - (min(int(longest[1]), int(hi)) - lo) / (hi - lo)))
+        if shares:
+            per_rank.append(float(np.median(shares)))
+    return float(np.mean(per_rank)) if per_rank else float("nan")
+
+
 # ------------------------------------------------------------------ a job
 def mean_over_workers(per_rank: dict[str, dict], keys) -> dict:
     """Mean over the ``worker*`` ranks of each key (NaNs ignored)."""

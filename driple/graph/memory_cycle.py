@@ -1,0 +1,212 @@
+"""When in a step a worker's memory is above its midpoint: the memory burst and idle durations.
+
+The memory label (labels v2, ``../shared/DESIGN.md``) times the allocated bytes above the
+midpoint of each iteration's low and peak, read at the points the collector samples (module
+boundaries of the forward pass, each gradient's accumulation, the iteration marks; a reading
+holds until the next). So the share of a step spent above the midpoint follows from
+
+- the simulated level at those points (:mod:`driple.graph.memory`): in the forward pass the
+  level from which it never falls again before the loss (what a module boundary sees: an op's
+  own transients are gone by then), at each gradient the live bytes, after the backward pass
+  what stays until the next step starts (the gradients), and at the step's end what arrives
+  there (a parameter-server worker's pulled copy of the parameters, after its push and the
+  server's update: it raises the step's peak, and so its midpoint, for no time);
+- their place in time: each op's roofline cost (FLOPs at the machine's GEMM rate plus bytes
+  read and written at its copy bandwidth), forward and backward;
+- the tail, the share of the step after the backward pass (the optimizer's update, the last
+  communication): ``tail / (1 - tail)`` is linear in the parameter bytes per forward-and-backward
+  second, one coefficient per optimizer kind, in the bytes of the strategy's last message (a DDP
+  worker's last bucket, sent after its backward pass) per second, and a constant, fitted per
+  setting on measured timelines (:class:`TailFit`, ``scripts/fit_memory.py``).
+
+The profile's memory burst is that share of the predicted step time and its idle the rest, so a
+burst and an idle last one step. Nothing here is learned per model: a family never trained on
+is placed as well as one that was.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+#: Sampled points kept per step (the forward's plateaus merged; beyond this, evenly thinned).
+MAX_POINTS = 400
+
+#: Optimizer kinds of the tail fit: plain SGD touches a parameter's bytes about twice, the Adam
+#: family about four times (two moments), so each has its own coefficient.
+TAIL_KINDS = ("sgd", "adam")
+
+
+@dataclass
+class MemoryCycle:
+    """The simulated memory level of one worker's step at the collector's sample points.
+
+    ``flops``/``bytes``: the forward-and-backward FLOPs and bytes done up to each point
+    (cumulative), ``levels``: the transient bytes there; ``total_flops``/``total_bytes``: of the
+    whole forward and backward; ``tail_bytes``: held after the backward pass until the next
+    step starts; ``end_bytes``: held at the step's very end (the tail's and what arrives
+    then); ``param_bytes``: parameter bytes the optimizer updates, ``optimizer``: its kind
+    (:data:`TAIL_KINDS`); ``last_message_bytes``: the strategy's last message of the step (its
+    communication's last entry, :mod:`driple.graph.comm`)."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    levels: np.ndarray
+    total_flops: float
+    total_bytes: float
+    tail_bytes: float
+    param_bytes: float
+    optimizer: str = "sgd"
+    last_message_bytes: float = 0.0
+    end_bytes: float = 0.0
+
+    def fb_seconds(self, flops_per_s: float, bytes_per_s: float) -> float:
+        """Roofline seconds of the forward and backward pass on a machine of these rates."""
+        return self.total_flops / flops_per_s + self.total_bytes / bytes_per_s
+
+    def tail_features(self, flops_per_s: float, bytes_per_s: float) -> np.ndarray:
+        """What :class:`TailFit` reads: the parameter bytes per forward-and-backward second of
+        each optimizer kind, the last message's bytes per second (both in copy-seconds), and 1."""
+        fb = max(self.fb_seconds(flops_per_s, bytes_per_s), 1e-12)
+        per = self.param_bytes / bytes_per_s / fb
+        return np.array([per if self.optimizer == k else 0.0 for k in TAIL_KINDS]
+                        + [self.last_message_bytes / bytes_per_s / fb, 1.0])
+
+    def burst_fraction(self, tail: float, flops_per_s: float, bytes_per_s: float) -> float:
+        """The share of the step the level is above its midpoint, when ``tail`` of the step
+        comes after the backward pass (the step starts at the resting level)."""
+        tail = float(np.clip(tail, 0.0, 0.95))
+        cost = self.flops / flops_per_s + self.bytes / bytes_per_s
+        total = self.fb_seconds(flops_per_s, bytes_per_s)
+        at = (cost / total if total > 0 else np.linspace(0, 1, len(cost))) * (1 - tail)
+        times = np.concatenate([[0.0], at, [1 - tail, 1.0]])
+        levels = np.concatenate([[0.0], self.levels, [self.tail_bytes]])
+        low, peak = levels.min(), max(levels.max(), self.end_bytes)
+        if peak <= low:
+            return 0.0
+        spans = np.diff(times)
+        return float(np.clip(spans[levels > (low + peak) / 2].sum(), 0.0, 1.0))
+
+    def to_dict(self) -> dict:
+        return {"flops": [float(v) for v in self.flops], "bytes": [float(v) for v in self.bytes],
+                "levels": [float(v) for v in self.levels], "total_flops": float(self.total_flops),
+                "total_bytes": float(self.total_bytes), "tail_bytes": float(self.tail_bytes),
+                "param_bytes": float(self.param_bytes), "optimizer": self.optimizer,
+                "last_message_bytes": float(self.last_message_bytes), "end_bytes": float(self.end_bytes)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MemoryCycle":
+        return cls(np.asarray(d["flops"], dtype=np.float64), np.asarray(d["bytes"], dtype=np.float64),
+                   np.asarray(d["levels"], dtype=np.float64), float(d["total_flops"]),
+                   float(d["total_bytes"]), float(d["tail_bytes"]), float(d["param_bytes"]),
+                   str(d.get("optimizer", "sgd")), float(d.get("last_message_bytes", 0.0)),
+                   float(d.get("end_bytes", 0.0)))
+
+
+def optimizer_kind(name: str) -> str:
+    """:data:`TAIL_KINDS` of an optimizer name: ``adam`` for the Adam family, else ``sgd``."""
+    return "adam" if "adam" in str(name).lower() else "sgd"
+
+
+def _op_costs(nodes) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: FLOPs (torch's formula; none for an input) and bytes read plus written."""
+    flops = np.array([0.0 if n.op == "placeholder" else float(n.flops) for n in nodes])
+    moved = np.array([0.0 if n.op == "placeholder" else float(
+        n.out_bytes + sum(getattr(s, "out_bytes", 0) for s in n.all_input_nodes)) for n in nodes])
+    return flops, moved
+
+
+def _thinned(keep: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """At most :data:`MAX_POINTS` of the positions ``keep``, the highest level always kept."""
+    if len(keep) <= MAX_POINTS:
+        return keep
+    pick = np.unique(np.concatenate([np.linspace(0, len(keep) - 1, MAX_POINTS - 1).round().astype(int),
+                                     [int(np.argmax(levels[keep]))]]))
+    return keep[pick]
+
+
+def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Optional[str] = None,
+                 parts: Optional[dict] = None, comm: Sequence[dict] = ()) -> MemoryCycle:
+    """The :class:`MemoryCycle` of one worker of ``strategy`` among ``workers`` for a traced step
+    (:class:`~driple.graph.trace.TracedStep`); ``parts``: the simulator's walk of the step for
+    them (:func:`driple.graph.memory.step_parts`) when already made; ``comm``: the strategy's
+    messages in order (``[{"params", "bytes"}, ...]``, what its ``add_comm`` returns)."""
+    from driple.graph.memory import step_parts
+
+    p = parts if parts is not None else step_parts(traced, strategy, workers)
+    nodes = list(traced.graph_module.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    live = np.asarray(p["live"], dtype=np.float64)
+    loss = position.get(traced.loss_node, len(nodes) - 1)
+    forward = np.minimum.accumulate(live[: loss + 1][::-1])[::-1]  # the level it stays above
+    grads = sorted({position[g] for g in p["grads"] if g in position and position[g] > loss})
+    flops, moved = _op_costs(nodes)
+    cum_f, cum_b = np.cumsum(flops), np.cumsum(moved)
+    # forward: one point per plateau (where the level changes), then each gradient's accumulation
+    change = np.flatnonzero(np.diff(np.concatenate([[-1.0], forward])) != 0)
+    fwd = _thinned(change, forward)
+    bwd = _thinned(np.asarray(grads, dtype=int), live) if grads else np.zeros(0, dtype=int)
+    points = np.concatenate([fwd, bwd]).astype(int)
+    levels = np.concatenate([forward[fwd], live[bwd]]) + p["gathered"]
+    last = max(int(points.max()) if len(points) else loss, loss)
+    tail = float(p["grad_bytes"])
+    return MemoryCycle(cum_f[points], cum_b[points], levels, float(cum_f[last]), float(cum_b[last]),
+                       tail, float(sum(traced.param_bytes)),
+                       optimizer_kind(optimizer if optimizer is not None else getattr(traced, "optimizer", "")),
+                       float(comm[-1]["bytes"]) if comm else 0.0, tail + float(p["comm_after_backward"]))
+
+
+def cycle_job(model: str, batch_size: int, optimizer: str = "sgd", strategy="ddp",
+              workers: int | None = None, **knobs) -> MemoryCycle:
+    """:func:`memory_cycle` for a zoo model or a user factory, traced on the meta device, with
+    its strategy's communication (``strategy``: a strategy's name or a setting id)."""
+    from driple.graph.build import op_graph_for
+    from driple.zoo.workload import example_batch, load_workload
+
+    wl = load_workload(model, batch_size, knobs, shapes_only=True)
+    _graph, traced, setting, comm = op_graph_for(wl.model, example_batch(wl, batch_size), wl.loss_fn,
+                                                 optimizer, strategy, workers)
+    return memory_cycle(traced, setting.strategy, setting.workers, optimizer, comm=comm)
+
+
+@dataclass
+class TailFit:
+    """The share of a step after the backward pass: ``r = tail / (1 - tail)`` is
+    ``coef · MemoryCycle.tail_features``, non-negative least squares on measured tails
+    (:func:`driple.collect.labels.timeline.tail_fraction`) at the measuring machine's rates."""
+
+    coef: list = field(default_factory=lambda: [0.0] * (len(TAIL_KINDS) + 2))
+    fitted_on: str = ""
+
+    @classmethod
+    def fit(cls, cycles: Sequence[MemoryCycle], tails: Sequence[float], flops_per_s: float,
+            bytes_per_s: float, fitted_on: str = "") -> "TailFit":
+        from scipy.optimize import nnls
+
+        from driple.errors import DripleError
+
+        tails = np.asarray(tails, dtype=np.float64)
+        ok = np.isfinite(tails) & (tails >= 0) & (tails < 1)
+        if ok.sum() < len(TAIL_KINDS) + 2:
+            raise DripleError(f"a tail fit needs at least {len(TAIL_KINDS) + 2} jobs with a measured "
+                              f"tail, got {int(ok.sum())}")
+        x = np.array([c.tail_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, ok) if k])
+        coef, _ = nnls(x, tails[ok] / (1 - tails[ok]))
+        return cls([float(v) for v in coef], fitted_on)
+
+    def tail(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
+        r = float(np.dot(self.coef, cycle.tail_features(flops_per_s, bytes_per_s)))
+        return r / (1 + r)
+
+    def burst_fraction(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
+        return cycle.burst_fraction(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s, bytes_per_s)
+
+    def to_dict(self) -> dict:
+        return {"coef": list(self.coef), "features": [f"{k}_param_bytes_per_fb_second" for k in TAIL_KINDS]
+                + ["last_message_bytes_per_fb_second", "1"],
+                "fitted_on": self.fitted_on}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TailFit":
+        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")))

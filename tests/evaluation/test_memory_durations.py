@@ -1,0 +1,44 @@
+"""The memory durations' harness: leave one family out on jobs whose durations the cycle
+explains exactly, and the rule that keeps the network's durations where the cycle loses."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from driple.evaluation.memory import cycle_durations, cycle_wins
+from driple.graph.memory_cycle import MemoryCycle, TailFit
+from driple.hardware.host_speed import HostSpeed
+
+
+def test_jobs_the_cycle_explains_are_scored_exactly():
+    rng = np.random.default_rng(1)
+    truth = TailFit([0.2, 0.5, 0.0, 0.1])
+    host = HostSpeed(flops_per_s=1.0, memory_bytes_per_s=1.0)
+    cycles, rows = [], []
+    for i in range(30):
+        levels = rng.uniform(1, 10, 6)
+        c = MemoryCycle(np.arange(1.0, 7), np.zeros(6), levels, 6.0, 0.0, float(rng.uniform(0, 8)),
+                        float(rng.uniform(1, 4)), ["sgd", "adam"][i % 2])
+        step = float(rng.uniform(0.1, 2))
+        share = truth.burst_fraction(c, 1.0, 1.0)
+        if not 0.05 < share < 0.95:
+            continue
+        cycles.append(c)
+        rows.append({"job_id": f"j{i}", "family": f"f{i % 3}", "step_time": step,
+                     "memory_burst_duration": share * step, "memory_idle_duration": (1 - share) * step})
+    frame = pd.DataFrame(rows)
+    tails = np.array([truth.tail(c, 1.0, 1.0) for c in cycles])
+    steps = {r["job_id"]: r["step_time"] * 1.1 for r in rows}  # a step predicted 10 % long
+    r = cycle_durations(frame, cycles, tails, host, np.ones(len(rows), dtype=bool), steps)
+    assert r["with_measured_step"]["burst_mape"] == pytest.approx(0.0, abs=1e-6)
+    assert r["with_measured_step"]["idle_mape"] == pytest.approx(0.0, abs=1e-6)
+    assert r["with_held_out_step"]["burst_mape"] == pytest.approx(10.0, rel=1e-6)
+    assert r["share_mae"] == pytest.approx(0.0, abs=1e-9)
+    assert r["tail"]["fitted_on"] == f"{len(rows)} training jobs with a measured tail"
+
+
+def test_the_cycle_is_used_only_where_it_beat_the_network():
+    won = {"with_held_out_step": {"burst_mape": 13.4, "idle_mape": 14.2},
+           "network_held_out": {"burst_mape": 19.8, "idle_mape": 32.3}}
+    assert cycle_wins(won)
+    assert not cycle_wins({**won, "network_held_out": {"burst_mape": 50.2, "idle_mape": 13.0}})
+    assert not cycle_wins({"with_measured_step": {"burst_mape": 1.0, "idle_mape": 1.0}})

@@ -1,0 +1,116 @@
+"""When the memory level is above its midpoint: hand-made cycles, a traced step, the tail fit,
+and the measured tail of a timeline."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from driple.graph.memory_cycle import MemoryCycle, TailFit, memory_cycle, optimizer_kind
+from driple.graph.trace import trace_training_step
+
+
+def hand_cycle(levels, tail_bytes=0.0, param_bytes=0.0, optimizer="sgd"):
+    """Four ops of one FLOP each (no bytes): the points fall at 1/4, 2/4, 3/4 and 4/4 of the
+    forward and backward."""
+    n = len(levels)
+    return MemoryCycle(np.arange(1.0, n + 1), np.zeros(n), np.asarray(levels, dtype=float),
+                       float(n), 0.0, tail_bytes, param_bytes, optimizer)
+
+
+def test_share_above_the_midpoint_by_hand():
+    """Rest 0, peak 20, midpoint 10. With a fifth of the step after the backward pass the points
+    fall at 0.2, 0.4, 0.6, 0.8; the level is 20 from 0.4 to 0.8: 0.4 of the step."""
+    c = hand_cycle([10, 20, 20, 5])
+    assert c.burst_fraction(0.2, 1.0, 1.0) == pytest.approx(0.4)
+    # what stays after the backward pass above the midpoint: the tail counts too
+    assert hand_cycle([10, 20, 20, 5], tail_bytes=15).burst_fraction(0.2, 1.0, 1.0) == pytest.approx(0.6)
+    # a level that never rises has no burst
+    assert hand_cycle([0, 0, 0, 0]).burst_fraction(0.1, 1.0, 1.0) == 0.0
+
+
+def test_bytes_place_the_points_at_the_copy_bandwidth():
+    """The same points, all the cost in bytes: op 1 moves 3 of 4 bytes, so 20 starts at 0.75."""
+    c = MemoryCycle(np.zeros(2), np.array([3.0, 4.0]), np.array([20.0, 0.0]), 0.0, 4.0, 0.0, 0.0)
+    assert c.fb_seconds(1e9, 2.0) == pytest.approx(2.0)
+    assert c.burst_fraction(0.0, 1e9, 2.0) == pytest.approx(0.25)  # from 0.75 to 1.0
+
+
+def test_round_trip_and_optimizer_kinds():
+    c = hand_cycle([1, 2], tail_bytes=3, param_bytes=8, optimizer="adam")
+    back = MemoryCycle.from_dict(c.to_dict())
+    assert back.burst_fraction(0.3, 1.0, 1.0) == c.burst_fraction(0.3, 1.0, 1.0) and back.optimizer == "adam"
+    assert optimizer_kind("AdamW") == "adam" and optimizer_kind("SGD") == "sgd"
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(256, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_a_traced_step_rises_in_the_forward_pass_and_keeps_its_gradients():
+    traced = trace_training_step(Mlp(), (torch.randn(32, 256), torch.randint(0, 10, (32,))),
+                                 nn.functional.cross_entropy, optimizer="sgd")
+    c = memory_cycle(traced, "ddp", 2, comm=[{"params": [0], "bytes": 7}, {"params": [1], "bytes": 11}])
+    params = sum(traced.param_bytes)
+    assert c.last_message_bytes == 11
+    assert c.param_bytes == params and c.optimizer == "sgd"
+    assert c.tail_bytes == params  # DDP: every gradient stays until the next step starts
+    n_forward = int(np.sum(c.flops <= c.flops[np.argmax(c.levels)]))
+    assert np.all(np.diff(c.levels[:n_forward]) >= 0)  # the forward's level never falls
+    assert c.total_flops > 0 and c.total_bytes > 0
+    share = c.burst_fraction(0.1, 1e11, 2e10)
+    assert 0.0 < share < 1.0
+    # a parameter server's worker receives the parameters it pulls at the step's end
+    ps = memory_cycle(traced, "ps", 2)
+    assert ps.tail_bytes == params and ps.end_bytes == 2 * params
+
+
+def test_what_arrives_at_the_end_raises_the_midpoint_for_no_time():
+    """Peak 20 in the backward pass; 50 arriving at the end makes the midpoint 25: nothing is
+    above it for any time."""
+    assert hand_cycle([10, 20, 20, 5]).burst_fraction(0.2, 1.0, 1.0) == pytest.approx(0.4)
+    c = hand_cycle([10, 20, 20, 5])
+    c.end_bytes = 50.0
+    assert c.burst_fraction(0.2, 1.0, 1.0) == 0.0
+
+
+def test_tail_fit_recovers_its_coefficients():
+    rng = np.random.default_rng(0)
+    cycles = [hand_cycle([1, 2, 2, 1], param_bytes=float(p), optimizer=k)
+              for p, k in zip(rng.uniform(0.5, 3, 24), ["sgd", "adam"] * 12)]
+    for i, c in enumerate(cycles):
+        c.last_message_bytes = float(i % 5) / 4
+    truth = np.array([0.3, 0.7, 0.2, 0.05])
+    r = np.array([truth @ c.tail_features(1.0, 1.0) for c in cycles])
+    fit = TailFit.fit(cycles, r / (1 + r), 1.0, 1.0, fitted_on="synthetic")
+    assert fit.coef == pytest.approx(list(truth), rel=1e-6)
+    assert fit.tail(cycles[0], 1.0, 1.0) == pytest.approx(r[0] / (1 + r[0]))
+    assert TailFit.from_dict(fit.to_dict()).coef == fit.coef
+
+
+def test_tail_fit_refuses_too_few_measured_tails():
+    from driple.errors import DripleError
+
+    with pytest.raises(DripleError, match="at least 4 jobs"):
+        TailFit.fit([hand_cycle([1, 2])] * 3, [0.1, 0.2, float("nan")], 1.0, 1.0)
+
+
+def test_measured_tail_is_what_follows_the_longest_compute_interval():
+    """Iterations of 100 ns: forward and backward 0-80, the update 85-95: a fifth is the tail.
+    A server's timeline is not a worker's."""
+    from driple.collect.labels.timeline import tail_fraction
+    from driple.collect.timeline.record import RankTimeline
+
+    starts = np.arange(0, 3000, 100)
+    iters = np.stack([starts, starts + 99], axis=1)
+    compute = np.concatenate([np.stack([starts, starts + 80], 1), np.stack([starts + 85, starts + 95], 1)])
+    worker = RankTimeline({"name": "worker0", "role": "worker", "warmup": 2}, iters=iters,
+                          compute=compute[np.argsort(compute[:, 0])])
+    server = RankTimeline({"name": "server0", "role": "server"}, iters=iters,
+                          compute=np.stack([starts, starts + 10], 1))
+    assert tail_fraction({"worker0": worker, "server0": server}) == pytest.approx(0.2)
+    assert np.isnan(tail_fraction({"worker0": RankTimeline({"name": "w", "role": "worker"})}))
