@@ -194,20 +194,13 @@ def held_out_steps(setting: str, evaluation_dir: str, datasets_root: str, models
     out: the evaluation's kept network predictions (``accuracy.json``, family split) joined to
     each fold's roofline again (:func:`driple.inspector.roofline_estimator.rejoin`); empty when
     the evaluation kept none for the setting."""
-    import json
-    import os
-
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.dataset import dataset_built_as
     from driple.inspector.roofline_estimator import rejoin
     from driple.predict.registry import resolve
     from driple.setting_datasets import SettingDatasets
 
-    path = os.path.join(evaluation_dir, "accuracy.json")
-    if not os.path.exists(path):
-        return {}
-    entry = ((json.load(open(path)).get("settings") or {}).get(setting) or {}).get("family") or {}
-    folds = entry.get("network_predictions")
+    folds = _family_split(setting, evaluation_dir).get("network_predictions")
     if not folds:
         return {}
     inspector = load_inspector(str(resolve(setting, root=models_root)[0]))
@@ -224,14 +217,7 @@ def held_out_steps(setting: str, evaluation_dir: str, datasets_root: str, models
 def network_held_out(setting: str, evaluation_dir: str) -> dict | None:
     """The shipped inspector's own MAPE of the memory burst and idle durations on held-out
     families (the evaluation's ``accuracy.json``, family split), or None."""
-    import json
-    import os
-
-    path = os.path.join(evaluation_dir, "accuracy.json")
-    if not os.path.exists(path):
-        return None
-    entry = ((json.load(open(path)).get("settings") or {}).get(setting) or {}).get("family") or {}
-    scores = (entry.get("scores") or {}).get("inspector") or {}
+    scores = (_family_split(setting, evaluation_dir).get("scores") or {}).get("inspector") or {}
     try:
         return {"burst_mape": float(scores["memory_burst_duration"]["mape"]),
                 "idle_mape": float(scores["memory_idle_duration"]["mape"])}
@@ -248,3 +234,15 @@ def cycle_wins(cycle: dict) -> bool:
     held, network = cycle.get("with_held_out_step"), cycle.get("network_held_out")
     return bool(held and network and held["burst_mape"] <= network["burst_mape"]
                 and held["idle_mape"] <= network["idle_mape"])
+
+
+def _family_split(setting: str, evaluation_dir: str) -> dict:
+    """The family split of ``setting`` in the evaluation's ``accuracy.json`` ({} without one)."""
+    import json
+    import os
+
+    path = os.path.join(evaluation_dir, "accuracy.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return ((json.load(f).get("settings") or {}).get(setting) or {}).get("family") or {}

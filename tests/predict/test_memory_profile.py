@@ -58,3 +58,35 @@ def test_largest_batch_that_fits_is_simulated_on_both_sides_of_the_slot(shipped,
 def test_largest_batch_in_words_when_even_one_does_not_fit(shipped, capsys):
     assert main(["predict", "gpt2_large", "--batch-size", "1", "--memory"]) == 0
     assert "largest batch that fits: none; batch 1 needs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("setting", ["cpu-ddp-w2-lo", "cpu-fsdp-w2-1g"])
+def test_memory_burst_and_idle_share_out_the_predicted_step(shipped, capsys, setting):
+    """The simulated cycle's share of the step is above the midpoint (the burst), the rest is
+    its idle: the two add up to the step time, and the profile says what share it used."""
+    assert main(["predict", "resnet", "--set", "depth=20", "--batch-size", "32", "--setting", setting, "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)
+    m, share = p["metrics"], p["memory"]["burst_share"]
+    assert 0.2 < share < 0.95
+    assert m["memory_burst_duration"] == pytest.approx(share * m["step_time"], rel=1e-6)
+    assert m["memory_burst_duration"] + m["memory_idle_duration"] == pytest.approx(m["step_time"], rel=1e-6)
+    low, high = p["intervals"]["memory_burst_duration"]
+    assert low < m["memory_burst_duration"] < high
+
+
+def test_a_graph_without_a_cycle_keeps_the_networks_durations(shipped):
+    """A graph built before cycles were (no ``memory_cycle`` in its summary) is predicted as the
+    network says: nothing is made up for it."""
+    from driple.predict.predictor import Predictor
+    from driple.zoo.workload import example_batch, load_workload
+
+    p = Predictor.load("cpu-ddp-w2-lo")
+    wl = load_workload("resnet", 32, {"depth": 20}, shapes_only=True)
+    graph = p.build_graph(wl.model, example_batch(wl, 32), loss_fn=wl.loss_fn)
+    with_cycle = p.predict_many([graph])[0]
+    graph.summary = {k: v for k, v in graph.summary.items() if k != "memory_cycle"}
+    without = p.predict_many([graph])[0]
+    assert "burst_share" in with_cycle.memory and "burst_share" not in without.memory
+    m = with_cycle.metrics
+    assert m["memory_burst_duration"] + m["memory_idle_duration"] == pytest.approx(m["step_time"], rel=1e-6)
+    assert without.metrics["memory_idle_duration"] != pytest.approx(m["memory_idle_duration"], rel=1e-6)
