@@ -80,5 +80,5 @@ def test_a_broken_index_is_a_clear_error(tmp_path, text, why):
 def test_the_shipped_index_matches_the_shipped_datasets():
     """Every shipped setting's dataset holds rows of exactly the CPU model the index names."""
     index = SettingDatasets.load(ROOT / "datasets")
-    assert set(index.settings()) == {"cpu-ddp-w2-lo", "cpu-ddp-w2-1g", "cpu-ps-p1w2-1g", "cpu-fsdp-w2-lo"}
+    assert set(index.settings()) == {"cpu-ddp-w2-lo", "cpu-ddp-w2-1g", "cpu-ps-p1w2-1g", "cpu-fsdp-w2-lo", "cpu-fsdp-w2-1g"}
     assert index.check_cpu_models() == []

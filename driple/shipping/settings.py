@@ -26,6 +26,9 @@ DESCRIPTIONS = {
                       "workers, synchronous, each on an emulated host with 1 Gbit/s links.",
     "cpu-fsdp-w2-lo": "FSDP (fully_shard, gloo), 2 CPU workers of one core each on one host, "
                       "loopback; one unit per indexed block, the rest the root unit.",
+    "cpu-fsdp-w2-1g": "FSDP (fully_shard, gloo), 2 CPU workers, each on an emulated host (network "
+                      "namespace) joined by 1 Gbit/s links (tc tbf); one unit per indexed block, the "
+                      "rest the root unit.",
 }
 
 # how each transfer scheme of driple.inspector.transfer tunes the source, for the model card

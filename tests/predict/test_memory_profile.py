@@ -60,7 +60,7 @@ def test_largest_batch_in_words_when_even_one_does_not_fit(shipped, capsys):
     assert "largest batch that fits: none; batch 1 needs" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("setting", ["cpu-ddp-w2-lo", "cpu-fsdp-w2-1g"])
+@pytest.mark.parametrize("setting", ["cpu-ddp-w2-lo", "cpu-ddp-w2-1g"])
 def test_memory_burst_and_idle_share_out_the_predicted_step(shipped, capsys, setting):
     """The simulated cycle's share of the step is above the midpoint (the burst), the rest is
     its idle: the two add up to the step time, and the profile says what share it used."""

@@ -8,9 +8,9 @@ import pytest
 
 from driple.predict.predictor import Predictor
 
-SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-fsdp-w2-lo", "cpu-ps-p1w2-1g")
+SHIPPED = ("cpu-ddp-w2-1g", "cpu-ddp-w2-lo", "cpu-fsdp-w2-1g", "cpu-fsdp-w2-lo", "cpu-ps-p1w2-1g")
 # where each setting's evaluation (accuracy.json, unseen_families.json) lies under trained_models/
-EVALUATION = {"cpu-fsdp-w2-lo": "evaluation/fsdp"}
+EVALUATION = {"cpu-fsdp-w2-lo": "evaluation/fsdp", "cpu-fsdp-w2-1g": "evaluation/fsdp"}
 
 # The default inspector's prediction for ResNet-20, batch 32, written down when it was shipped
 # (labels v2, builder v5: the hybrid + roofline, chosen by the inner leave-family-out;
@@ -142,3 +142,22 @@ def test_shipped_inspectors_take_memory_from_the_simulator_fitted_to_their_datas
     index = SettingDatasets.load(Path(__file__).resolve().parents[2] / "datasets")
     assert fit["fitted_on"].endswith(f"training jobs of datasets/{index.entries[setting]['dataset']}")
     assert 0.9 < fit["scale"] < 1.2 and 0 < fit["offset_mb"] < 400 and fit["interval_rel"] < 0.2
+
+
+@pytest.mark.parametrize("setting", SHIPPED)
+def test_a_shipped_entry_times_memory_by_the_cycle_only_where_it_won(shipped, setting):
+    """The registry keeps the memory cycle's tail fit exactly where its figures (memory.json)
+    beat the network's own durations on held-out families."""
+    import json
+    from pathlib import Path
+
+    from driple.evaluation.memory import cycle_wins
+
+    models = Path(__file__).resolve().parents[2] / "trained_models"
+    name = {"cpu-fsdp-w2-lo": "evaluation/fsdp/memory.json", "cpu-fsdp-w2-1g": "evaluation/fsdp/memory-1g.json"}
+    figures = json.loads((models / name.get(setting, "evaluation/memory.json")).read_text())["settings"][setting]
+    cycle = (Predictor.load(setting).entry.get("memory") or {}).get("cycle")
+    assert "cycle" in figures and (cycle is not None) == cycle_wins(figures["cycle"])
+    if cycle is not None:
+        held = figures["cycle"]["with_held_out_step"]
+        assert cycle["held_out"]["burst_mape"] == pytest.approx(held["burst_mape"])
