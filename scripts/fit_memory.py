@@ -54,6 +54,8 @@ def main(argv=None) -> int:
               f"{r['lofo_mape']:.2f} % (median {r['lofo_median']:.2f} %), 90 % of errors within "
               f"{100 * r['interval_rel']:.1f} %" + "".join(
                   f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
+        if r.get("cycle_not_fitted"):
+            print(f"  memory durations: no cycle fitted ({r['cycle_not_fitted']}); profiles keep the inspector's")
         cycle = r.get("cycle")
         if cycle:
             held = cycle.get("with_held_out_step")

@@ -78,11 +78,14 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
               "interval_rel": float(np.nanquantile(rel, 0.9)), "families": {
                   k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
     if predictor.inspector.host is not None and "timeline_path" in frame:
-        steps = held_out_steps(setting, evaluation_dir, datasets_root) if evaluation_dir else {}
-        record["cycle"] = cycle_durations(frame, simulated_cycles(frame, progress=progress),
-                                          measured_tails(frame, dataset), predictor.inspector.host, train, steps)
+        try:  # the memory durations: a setting without timelines or an evaluation gets a note
+            steps = held_out_steps(setting, evaluation_dir, datasets_root) if evaluation_dir else {}
+            record["cycle"] = cycle_durations(frame, simulated_cycles(frame, progress=progress),
+                                              measured_tails(frame, dataset), predictor.inspector.host, train, steps)
+        except DripleError as err:
+            record["cycle_not_fitted"] = str(err)
         network = network_held_out(setting, evaluation_dir) if evaluation_dir else None
-        if network:
+        if network and "cycle" in record:
             record["cycle"]["network_held_out"] = network
     for path in out_of_zoo or []:
         other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
@@ -106,16 +109,20 @@ def simulated_cycles(frame, progress: bool = False) -> list:
     cannot be traced)."""
     from tqdm import tqdm
 
-    from driple.graph.memory_cycle import cycle_job
+    from driple.graph.build import op_graph_for
+    from driple.graph.memory_cycle import memory_cycle
     from driple.inspector.dataset import job_config
     from driple.settings import parse_setting
+    from driple.zoo.workload import example_batch, load_workload
 
     out = []
     for row in tqdm(frame.to_dict("records"), disable=not progress, unit="job", desc="memory cycles"):
         c = job_config(row)
-        try:
-            out.append(cycle_job(c["model"], c["batch_size"], c["optimizer"], parse_setting(c["setting"]),
-                                 **c["knobs"]))
+        try:  # traced on the meta device, with the setting's communication
+            wl = load_workload(c["model"], c["batch_size"], c["knobs"], shapes_only=True)
+            _graph, traced, setting, comm = op_graph_for(wl.model, example_batch(wl, c["batch_size"]), wl.loss_fn,
+                                                         c["optimizer"], parse_setting(c["setting"]))
+            out.append(memory_cycle(traced, setting.strategy, setting.workers, c["optimizer"], comm=comm))
         except DripleError:
             out.append(None)
     return out

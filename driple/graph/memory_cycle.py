@@ -157,19 +157,6 @@ def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Opt
                        float(comm[-1]["bytes"]) if comm else 0.0, tail + float(p["comm_after_backward"]))
 
 
-def cycle_job(model: str, batch_size: int, optimizer: str = "sgd", strategy="ddp",
-              workers: int | None = None, **knobs) -> MemoryCycle:
-    """:func:`memory_cycle` for a zoo model or a user factory, traced on the meta device, with
-    its strategy's communication (``strategy``: a strategy's name or a setting id)."""
-    from driple.graph.build import op_graph_for
-    from driple.zoo.workload import example_batch, load_workload
-
-    wl = load_workload(model, batch_size, knobs, shapes_only=True)
-    _graph, traced, setting, comm = op_graph_for(wl.model, example_batch(wl, batch_size), wl.loss_fn,
-                                                 optimizer, strategy, workers)
-    return memory_cycle(traced, setting.strategy, setting.workers, optimizer, comm=comm)
-
-
 @dataclass
 class TailFit:
     """The share of a step after the backward pass: ``r = tail / (1 - tail)`` is

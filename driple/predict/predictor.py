@@ -149,7 +149,12 @@ class Predictor:
         fit = (self.entry.get("memory") or {}).get("cycle")
         if not fit or self.hardware is None:
             return None
-        tail, host = TailFit.from_dict(fit["tail"]), self.hardware.host_speed()
+        try:
+            tail = TailFit.from_dict(fit["tail"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise DripleError(f"the registry entry of {self.setting} has an unreadable memory cycle "
+                              f"({type(err).__name__}: {err}); run python scripts/fit_memory.py --write") from None
+        host = self.hardware.host_speed()
         shares = []
         for g in graphs:
             record = (getattr(g, "summary", None) or {}).get("memory_cycle")

@@ -90,3 +90,18 @@ def test_a_graph_without_a_cycle_keeps_the_networks_durations(shipped):
     m = with_cycle.metrics
     assert m["memory_burst_duration"] + m["memory_idle_duration"] == pytest.approx(m["step_time"], rel=1e-6)
     assert without.metrics["memory_idle_duration"] != pytest.approx(m["memory_idle_duration"], rel=1e-6)
+
+
+def test_an_unreadable_memory_cycle_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from driple.predict.registry import load_registry, set_entry_field
+
+    copy = tmp_path / "models"
+    shutil.copytree(ROOT / "trained_models", copy, ignore=shutil.ignore_patterns("evaluation"))
+    entry = next(e for e in load_registry(copy)["inspectors"] if e["setting"] == "cpu-ddp-w2-lo")
+    set_entry_field("memory", {"cpu-ddp-w2-lo": {**entry["memory"], "cycle": {"tail": {"coef": "x"}}}}, copy)
+    monkeypatch.setenv("DRIPLE_MODELS", str(copy))
+    assert main(["predict", "mlp", "--batch-size", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "unreadable memory cycle" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
