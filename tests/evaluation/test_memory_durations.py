@@ -42,3 +42,19 @@ def test_the_cycle_is_used_only_where_it_beat_the_network():
     assert cycle_wins(won)
     assert not cycle_wins({**won, "network_held_out": {"burst_mape": 50.2, "idle_mape": 13.0}})
     assert not cycle_wins({"with_measured_step": {"burst_mape": 1.0, "idle_mape": 1.0}})
+
+
+def test_the_report_says_which_durations_profiles_take():
+    from driple.evaluation.reproduce.memory_report import report_memory
+
+    cycle = {"with_measured_step": {"burst_mape": 6.7, "idle_mape": 9.6},
+             "with_held_out_step": {"burst_mape": 13.4, "idle_mape": 14.2, "step_mape": 10.8},
+             "network_held_out": {"burst_mape": 19.8, "idle_mape": 32.3}}
+    lines = report_memory({"command": "fit", "date": "d", "settings": {
+        "a": {"lofo_mape": 0.7, "lofo_median": 0.6, "cycle": cycle},
+        "b": {"lofo_mape": 3.2, "lofo_median": 2.4, "out_of_zoo": {"x": {"mape": 14.6}},
+              "cycle": {**cycle, "network_held_out": {"burst_mape": 50.2, "idle_mape": 13.0}}}}})
+    rows = [line for line in lines if line.startswith("| a ") or line.startswith("| b ")]
+    assert rows[0].endswith("| 13.4 / 14.2 % (10.8 %) | 19.8 / 32.3 % | the cycle |")
+    assert "| 14.6 % |" in rows[1] and rows[1].endswith("| the inspector |")
+    assert report_memory({"settings": {}}) == []

@@ -154,7 +154,7 @@ def test_a_shipped_entry_times_memory_by_the_cycle_only_where_it_won(shipped, se
     from driple.evaluation.memory import cycle_wins
 
     models = Path(__file__).resolve().parents[2] / "trained_models"
-    name = {"cpu-fsdp-w2-lo": "evaluation/fsdp/memory.json", "cpu-fsdp-w2-1g": "evaluation/fsdp/memory-1g.json"}
+    name = {"cpu-fsdp-w2-lo": "evaluation/fsdp/memory.json", "cpu-fsdp-w2-1g": "evaluation/fsdp/memory.json"}
     figures = json.loads((models / name.get(setting, "evaluation/memory.json")).read_text())["settings"][setting]
     cycle = (Predictor.load(setting).entry.get("memory") or {}).get("cycle")
     assert "cycle" in figures and (cycle is not None) == cycle_wins(figures["cycle"])

@@ -8,6 +8,7 @@ from driple.evaluation.reproduce import context
 from driple.evaluation.reproduce.context import Context, shown_path
 from driple.evaluation.reproduce.design import report_design
 from driple.evaluation.reproduce.labels import report_labels
+from driple.evaluation.reproduce.memory_report import report_memory
 from driple.evaluation.reproduce.outofzoo import outofzoo_results, report_outofzoo
 from driple.evaluation.reproduce.retest import report_retest
 from driple.evaluation.reproduce.standing import report_standing
@@ -23,7 +24,8 @@ def report(ctx: Context) -> str:
              "allocated bytes / RSS; no GPU figures).", ""]
     formats = (("labels", report_labels), ("retest", report_retest), ("accuracy", report_accuracy),
                ("outofzoo", lambda sets: [line for ooz in sets for line in report_outofzoo(ooz)]),
-               ("colocate", report_colocate), ("transfer", report_transfer), ("design", report_design))
+               ("memory", report_memory), ("colocate", report_colocate), ("transfer", report_transfer),
+               ("design", report_design))
     data = {section: outofzoo_results(ctx) if section == "outofzoo" else ctx.load_section(section)
             for section, _ in formats}  # each JSON read once (accuracy.json is megabytes)
     for section, fmt in formats:

@@ -1,0 +1,37 @@
+"""The memory section of the report: what ``scripts/fit_memory.py --write`` measured of the
+memory simulator (``memory.json``): the amount on held-out families and out-of-zoo sets, and the
+burst and idle durations of the simulated cycle beside the inspector's own.
+"""
+from __future__ import annotations
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1f} %"
+
+
+def report_memory(memory: dict) -> list[str]:
+    settings = memory.get("settings") or {}
+    if not settings:
+        return []
+    lines = ["## Memory: the simulator", "",
+             f"`{memory.get('command', 'python scripts/fit_memory.py --write')}` ({memory.get('date', '?')}). "
+             "Each family predicted with the fit made on the other families (docs/memory.md).", "",
+             "| setting | amount: held-out families (median) | out of zoo | burst / idle: the cycle x measured step "
+             "| x held-out step (its MAPE) | the inspector's own | profiles take |",
+             "|---|---|---|---|---|---|---|"]
+    for setting, r in settings.items():
+        ooz = "; ".join(f"{v['mape']:.1f} %" for v in (r.get("out_of_zoo") or {}).values()) or "-"
+        cycle, measured, held, network, used = r.get("cycle") or {}, "-", "-", "-", "-"
+        if cycle:
+            from driple.evaluation.memory import cycle_wins
+
+            m = cycle["with_measured_step"]
+            measured = f"{m['burst_mape']:.1f} / {m['idle_mape']:.1f} %"
+            h = cycle.get("with_held_out_step")
+            held = f"{h['burst_mape']:.1f} / {h['idle_mape']:.1f} % ({h['step_mape']:.1f} %)" if h else "-"
+            n = cycle.get("network_held_out")
+            network = f"{n['burst_mape']:.1f} / {n['idle_mape']:.1f} %" if n else "-"
+            used = "the cycle" if cycle_wins(cycle) else "the inspector"
+        lines.append(f"| {setting} | {_pct(r.get('lofo_mape'))} ({_pct(r.get('lofo_median'))}) | {ooz} | {measured} "
+                     f"| {held} | {network} | {used} |")
+    return lines + [""]
