@@ -78,13 +78,14 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
               "interval_rel": float(np.nanquantile(rel, 0.9)), "families": {
                   k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
     if predictor.inspector.host is not None and "timeline_path" in frame:
+        split = family_split(setting, evaluation_dir) if evaluation_dir else {}  # read once: megabytes
         try:  # the memory durations: a setting without timelines or an evaluation gets a note
-            steps = held_out_steps(setting, evaluation_dir, datasets_root) if evaluation_dir else {}
+            steps = held_out_steps(setting, split, datasets_root)
             record["cycle"] = cycle_durations(frame, simulated_cycles(frame, progress=progress),
                                               measured_tails(frame, dataset), predictor.inspector.host, train, steps)
         except DripleError as err:
             record["cycle_not_fitted"] = str(err)
-        network = network_held_out(setting, evaluation_dir) if evaluation_dir else None
+        network = network_held_out(split)
         if network and "cycle" in record:
             record["cycle"]["network_held_out"] = network
     for path in out_of_zoo or []:
@@ -196,18 +197,18 @@ def cycle_durations(frame, cycles: list, tails: np.ndarray, host, train, steps: 
     return record
 
 
-def held_out_steps(setting: str, evaluation_dir: str, datasets_root: str, models_root=None) -> dict:
+def held_out_steps(setting: str, split: dict, datasets_root: str, models_root=None) -> dict:
     """``{job_id: step time}`` the shipped inspector predicted for each job with its family held
-    out: the evaluation's kept network predictions (``accuracy.json``, family split) joined to
-    each fold's roofline again (:func:`driple.inspector.roofline_estimator.rejoin`); empty when
-    the evaluation kept none for the setting."""
+    out: the evaluation's kept network predictions (``split``, the setting's family split of its
+    ``accuracy.json``: :func:`family_split`) joined to each fold's roofline again
+    (:func:`driple.inspector.roofline_estimator.rejoin`); empty when it kept none."""
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.dataset import dataset_built_as
     from driple.inspector.roofline_estimator import rejoin
     from driple.predict.registry import resolve
     from driple.setting_datasets import SettingDatasets
 
-    folds = _family_split(setting, evaluation_dir).get("network_predictions")
+    folds = split.get("network_predictions")
     if not folds:
         return {}
     inspector = load_inspector(str(resolve(setting, root=models_root)[0]))
@@ -221,10 +222,10 @@ def held_out_steps(setting: str, evaluation_dir: str, datasets_root: str, models
     return out
 
 
-def network_held_out(setting: str, evaluation_dir: str) -> dict | None:
+def network_held_out(split: dict) -> dict | None:
     """The shipped inspector's own MAPE of the memory burst and idle durations on held-out
-    families (the evaluation's ``accuracy.json``, family split), or None."""
-    scores = (_family_split(setting, evaluation_dir).get("scores") or {}).get("inspector") or {}
+    families (``split``: :func:`family_split`), or None."""
+    scores = (split.get("scores") or {}).get("inspector") or {}
     try:
         return {"burst_mape": float(scores["memory_burst_duration"]["mape"]),
                 "idle_mape": float(scores["memory_idle_duration"]["mape"])}
@@ -243,7 +244,7 @@ def cycle_wins(cycle: dict) -> bool:
                 and held["idle_mape"] <= network["idle_mape"])
 
 
-def _family_split(setting: str, evaluation_dir: str) -> dict:
+def family_split(setting: str, evaluation_dir: str) -> dict:
     """The family split of ``setting`` in the evaluation's ``accuracy.json`` ({} without one)."""
     import json
     import os

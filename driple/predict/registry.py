@@ -151,6 +151,17 @@ def entry_for(checkpoint: str | os.PathLike) -> Optional[dict]:
     return None
 
 
+#: What an entry may hold beside its checkpoint, checksum and words: :func:`register`'s optional
+#: fields, each kept by whatever registers an entry's checkpoint again.
+OPTIONAL_FIELDS = ("hardware", "resident", "unseen", "spec", "memory", "carried")
+
+
+def optional_fields(entry: dict, without: tuple = ()) -> dict:
+    """The :data:`OPTIONAL_FIELDS` that ``entry`` has (less ``without``), as :func:`register`'s
+    keyword arguments: what registering its checkpoint again keeps."""
+    return {k: entry[k] for k in OPTIONAL_FIELDS if k not in without and entry.get(k) is not None}
+
+
 def register(setting: str, checkpoint: str | os.PathLike, *, description: str, trained: str,
              scores: dict, card: Optional[str] = None, default: bool = False,
              root: Optional[Path] = None, hardware: Optional[str] = None,

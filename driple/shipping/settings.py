@@ -208,7 +208,7 @@ def _shipped_source(setting, dataset, root):
 
     from driple.collect.results import load_results
     from driple.inspector.checkpoint import load_inspector
-    from driple.predict.registry import register, resolve
+    from driple.predict.registry import optional_fields, register, resolve
 
     path, entry = resolve(setting, root=Path(root))
     inspector = load_inspector(str(path))
@@ -222,7 +222,7 @@ def _shipped_source(setting, dataset, root):
         register(setting, saved, description=entry.get("description", setting),
                  trained=entry.get("trained", "?"), scores=entry.get("scores") or {},
                  card=entry.get("card"), default=True, root=Path(root),
-                 **{k: entry.get(k) for k in ("hardware", "resident", "unseen", "spec", "memory", "carried")})
+                 **optional_fields(entry))
         card = Path(root) / setting / "MODEL_CARD.md"
         if card.exists():
             card.write_text(card.read_text() + f"\nLabel range of the {len(y)} training jobs added to "

@@ -169,7 +169,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
     from driple.inspector.scores import score_table, table_summary
     from driple.predict.unseen import (ROOFLINE_VARIANTS, UnseenFamilyCalibration, best_option, calibrate,
                                        nested_choice, pooled, rule_score)
-    from driple.predict.registry import load_registry, register, resolve
+    from driple.predict.registry import load_registry, optional_fields, register, resolve
 
     if roofline_modes not in MODES_CHOICES:
         raise DripleError(f"--roofline-modes is one of {', '.join(MODES_CHOICES)}, not {roofline_modes!r}")
@@ -242,9 +242,8 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
                                           source, rooflines or {})
     inspector.info["unseen_family"] = calibration.to_dict()
     inspector.save(os.path.dirname(str(path)))
-    keep = {k: reg_entry[k] for k in ("description", "trained", "scores", "card", "hardware", "resident",
-                                      "spec", "memory", "carried")  # all but the checksum and unseen, renewed here
-            if reg_entry.get(k) is not None}
+    keep = {**{k: reg_entry[k] for k in ("description", "trained", "scores", "card") if reg_entry.get(k) is not None},
+            **optional_fields(reg_entry, without=("unseen",))}  # all but the checksum and unseen, renewed here
     default = load_registry(Path(models_dir)).get("default") == setting
     register(setting, path, root=models_dir, default=default, **keep,
              unseen={"folds": source["folds"], "step_time_mape": source["step_time_mape"],

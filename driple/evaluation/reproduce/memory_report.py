@@ -4,6 +4,8 @@ burst and idle durations of the simulated cycle beside the inspector's own.
 """
 from __future__ import annotations
 
+from driple.evaluation.memory import cycle_wins
+
 
 def _pct(v) -> str:
     return "-" if v is None else f"{v:.1f} %"
@@ -23,8 +25,6 @@ def report_memory(memory: dict) -> list[str]:
         ooz = "; ".join(f"{v['mape']:.1f} %" for v in (r.get("out_of_zoo") or {}).values()) or "-"
         cycle, measured, held, network, used = r.get("cycle") or {}, "-", "-", "-", "-"
         if cycle:
-            from driple.evaluation.memory import cycle_wins
-
             m = cycle["with_measured_step"]
             measured = f"{m['burst_mape']:.1f} / {m['idle_mape']:.1f} %"
             h = cycle.get("with_held_out_step")
