@@ -35,6 +35,10 @@ def ensure_driple() -> None:
     if importlib.util.find_spec("driple") is None:
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                                "--no-build-isolation", "-e", str(ROOT)])
+        # An editable install takes effect in interpreters started after it (its .pth file is read
+        # at start-up): the workers get it, this process needs the checkout on its path.
+        sys.path.insert(0, str(ROOT))
+        importlib.invalidate_caches()
 
 
 def gpu_slug(spec: dict) -> str:
