@@ -10,6 +10,11 @@ import ctypes
 import ctypes.util
 from typing import Callable, Optional
 
+#: Host threads that call cuBLAS in a training step: the one running the forward pass and the
+#: optimizer, and autograd's device thread running the backward pass. PyTorch keeps one cuBLAS
+#: handle per thread and one workspace per (handle, stream), from the caching allocator.
+CUBLAS_THREADS = 2
+
 
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -40,3 +45,27 @@ def allocated_bytes_reader(device: str = "cpu", index: int = 0) -> tuple[Optiona
         return int(m.uordblks + m.hblkhd)
 
     return in_use, "glibc mallinfo2 (uordblks + hblkhd)"
+
+
+def cublas_workspace_bytes(compute_capability: str) -> int:
+    """PyTorch's default cuBLAS workspace for a GPU of ``compute_capability`` (``"9.0"``): 32 MiB
+    on Hopper and later (``:4096:8``), else ``:4096:2:16:8`` (8 MiB + 128 KiB); the environment
+    variable ``CUBLAS_WORKSPACE_CONFIG`` overrides both, as in PyTorch."""
+    import os
+    import re
+
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
+    pairs = re.findall(r":(\d+):(\d+)", config)
+    if pairs:
+        return sum(int(kib) * 1024 * int(count) for kib, count in pairs)
+    try:
+        major = int(str(compute_capability).split(".")[0])
+    except ValueError:
+        major = 0
+    return 4096 * 1024 * 8 if major >= 9 else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cuda_runtime_bytes(compute_capability: str) -> int:
+    """What a CUDA training worker's ``torch.cuda.memory_allocated`` holds beyond its tensors:
+    one cuBLAS workspace for each thread that runs matrix products (:data:`CUBLAS_THREADS`)."""
+    return CUBLAS_THREADS * cublas_workspace_bytes(compute_capability)
