@@ -60,6 +60,7 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     from driple.inspector.dataset import job_config, read_results
     from driple.predict.predictor import Predictor
     from driple.setting_datasets import SettingDatasets
+    from driple.settings import parse_setting
 
     predictor = Predictor.load(setting)
     dataset = SettingDatasets.load(datasets_root).dataset_dir(setting)
@@ -91,7 +92,7 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     for path in out_of_zoo or []:
         other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
         sim = simulated_peaks(other, progress=progress)
-        heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"])
+        heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"], parse_setting(setting).strategy)
                           for c in map(job_config, other.to_dict("records"))])
         truth = other["memory_burst_amount"].to_numpy(dtype=np.float64)
         err = (offset + heaps + scale * sim) / truth - 1

@@ -357,12 +357,14 @@ def fit_offset(simulated_mb, measured_mb) -> tuple[float, float]:
 
 
 _HEAP_SCRIPT = """
-import json, sys
+import importlib, json, sys
 import torch, torch.distributed
 from driple.hardware.allocator import allocated_bytes_reader
 from driple.zoo.workload import load_workload
 read, _ = allocated_bytes_reader("cpu")
-load_workload("resnet", 4, {}, shapes_only=True)  # what a zoo job's worker holds: in the fitted offset
+for name in json.loads(sys.argv[4]):  # what the strategy's worker imports anyway
+    importlib.import_module(name)
+load_workload("resnet", 4, {})  # what a zoo job's worker holds (built as a worker builds it): in the offset
 before = read()
 load_workload(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), shapes_only=True)
 print(json.dumps({"mb": (read() - before) / 1e6}))
@@ -370,23 +372,31 @@ print(json.dumps({"mb": (read() - before) / 1e6}))
 _HEAPS: dict = {}
 
 
-def library_heap_mb(model: str, batch_size: int, knobs: dict | None = None, timeout: float = 180.0) -> float:
-    """The heap a user's model code adds to a worker beyond a zoo model's (MB): the libraries it
-    imports (Hugging Face ``transformers`` adds ~25 MB) and the objects it builds, which no trace
-    sees. Measured by loading the workload on the meta device in a fresh interpreter (the code
-    the user named, nothing else); 0 for a zoo model (its heap is in the fitted offset) and when
-    it cannot be measured (no glibc, a failure). Cached per process."""
+def library_heap_mb(model: str, batch_size: int, knobs: dict | None = None, strategy: str = "ddp",
+                    timeout: float = 180.0) -> float:
+    """The heap a user's model code adds to a worker of ``strategy`` beyond a zoo model's (MB):
+    the libraries it imports (Hugging Face ``transformers`` adds ~25 MB, and ~49 MB in a
+    parameter-server worker, which has not imported ``torch._dynamo`` as DDP and FSDP workers
+    have: the strategy's ``runtime_modules``) and the objects it builds, which no trace sees.
+    Measured by loading the workload on the meta device in a fresh interpreter (the code the
+    user named, nothing else; the meta build itself imports ``torch._dynamo``, so a model whose
+    code would not is charged it in a parameter-server worker); 0 for a zoo model (its heap is
+    in the fitted offset) and when it cannot be measured (no glibc, a failure). Cached per
+    process."""
     import json
     import subprocess
     import sys
 
+    from driple.strategies import worker_memory
+
     if ":" not in str(model):
         return 0.0
-    key = (str(model), int(batch_size), json.dumps(knobs or {}, sort_keys=True))
+    modules = json.dumps(list(worker_memory(strategy).runtime_modules))
+    key = (str(model), int(batch_size), json.dumps(knobs or {}, sort_keys=True), modules)
     if key not in _HEAPS:
         try:
-            done = subprocess.run([sys.executable, "-c", _HEAP_SCRIPT, str(model), str(int(batch_size)), key[2]],
-                                  capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run([sys.executable, "-c", _HEAP_SCRIPT, str(model), str(int(batch_size)), key[2],
+                                   modules], capture_output=True, text=True, timeout=timeout)
             _HEAPS[key] = max(0.0, float(json.loads(done.stdout.strip().splitlines()[-1])["mb"]))
         except Exception:  # noqa: BLE001 - a figure missing, never a failed prediction
             _HEAPS[key] = 0.0

@@ -313,7 +313,9 @@ class Predictor:
         if self.entry.get("memory"):  # a user's factory: the heap its libraries add (a subprocess)
             from driple.graph.memory import library_heap_mb
 
-            heap = library_heap_mb(model, bs or 1, knobs or {})
+            from driple.settings import parse_setting
+
+            heap = library_heap_mb(model, bs or 1, knobs or {}, parse_setting(self.setting).strategy)
         try:
             return self.predict(workload.model, batch, loss_fn=workload.loss_fn,
                                 optimizer=optimizer, family=getattr(workload, "family", None),

@@ -15,5 +15,6 @@ DDP = register_strategy(Strategy(
     worker="driple.collect.workers.ddp",
     comm_units="all-reduce buckets",
     link_use="duplex",
-    memory=WorkerMemory(gradient_copy=True),  # the reducer's buckets hold a copy of every gradient
+    # the reducer's buckets hold a copy of every gradient; constructing DDP imports torch._dynamo
+    memory=WorkerMemory(gradient_copy=True, runtime_modules=("torch._dynamo",)),
 ))

@@ -55,5 +55,5 @@ FSDP = register_strategy(Strategy(
     worker="driple.collect.workers.fsdp",
     comm_units="sharded units",
     link_use="duplex",
-    memory=WorkerMemory(units="driple.strategies.fsdp:fsdp_units"),
+    memory=WorkerMemory(units="driple.strategies.fsdp:fsdp_units", runtime_modules=("torch._dynamo",)),
 ))

@@ -49,11 +49,16 @@ class WorkerMemory:
             named ``""``); set: parameters, gradients and optimizer state are divided over the
             workers, and a unit's full parameters are gathered only while it computes (the
             root's from forward to backward). None: every worker holds the whole model.
+        runtime_modules: Modules the strategy's wrapper imports into every worker (DDP's and
+            ``fully_shard``'s construction import ``torch._dynamo``, about 24 MB of heap): part of
+            the fitted offset, so a user's model code that imports them too adds nothing for them
+            (:func:`driple.graph.memory.library_heap_mb`).
     """
 
     gradient_copy: bool = False
     optimizer_on_worker: bool = True
     units: Optional[str] = None
+    runtime_modules: tuple = ()
 
     @property
     def sharded(self) -> bool:

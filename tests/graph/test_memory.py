@@ -91,6 +91,23 @@ def test_a_users_libraries_add_their_heap_and_a_zoo_model_none():
     assert 5.0 < library_heap_mb(factory, 4) < 500.0
 
 
+def test_a_parameter_server_worker_is_charged_what_ddp_imports_anyway():
+    """DDP's construction imports torch._dynamo (about 24 MB) into every DDP worker, so a
+    transformers model, whose classes import it too, adds it only to a parameter-server worker
+    (which never imports it): the strategies' ``runtime_modules``."""
+    from pathlib import Path
+
+    from driple.graph.memory import library_heap_mb
+    from driple.strategies import worker_memory
+
+    pytest.importorskip("transformers")
+    assert worker_memory("ps").runtime_modules == ()
+    assert "torch._dynamo" in worker_memory("ddp").runtime_modules
+    factory = f"{Path(__file__).resolve().parents[1] / 'cli' / 'conftest.py'}:hf_gpt2"
+    ddp, ps = library_heap_mb(factory, 4, strategy="ddp"), library_heap_mb(factory, 4, strategy="ps")
+    assert 10.0 < ps - ddp < 60.0
+
+
 def test_memory_sim_estimator_fits_offset_and_scale_and_predicts_the_memory_amount_only():
     """As ``driple evaluate --estimators memory-sim`` uses it: rows of zoo jobs whose measured
     amount is 100 MB + the simulated peak; the fit gives back that level."""
