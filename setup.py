@@ -21,6 +21,8 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "trained_models")
+# figures a command prints beside its answer (``driple gpu-memory``'s measured error)
+SHIPPED_FIGURES = ["evaluation/gpu/memory.json"]
 
 
 def shipped_inspector_files(root=MODELS):
@@ -44,6 +46,9 @@ def shipped_inspector_files(root=MODELS):
         scores = os.path.join(os.path.dirname(e["path"]), "scores.json")
         if os.path.isfile(os.path.join(root, scores)):
             files.append(scores)
+    for extra in SHIPPED_FIGURES:
+        if os.path.isfile(os.path.join(root, extra)):
+            files.append(extra)
     return files
 
 

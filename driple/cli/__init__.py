@@ -21,6 +21,7 @@ COMMANDS = {
     "zoo": ("graph", "list the built-in models and their knobs"),
     "graph": ("graph", "trace a training step into the grouped graph the inspector reads"),
     "hardware": ("hardware", "probe this machine into the hardware spec predictions name"),
+    "gpu-memory": ("gpu", "whether a job fits on a GPU, and the largest batch that does"),
     "collect": ("collect", "run real distributed jobs and measure burst/idle of each resource"),
     "train": ("inspector", "train an inspector on a measured dataset"),
     "evaluate": ("inspector", "score an inspector against baselines on a dataset"),

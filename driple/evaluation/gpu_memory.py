@@ -30,26 +30,26 @@ def gpu_of(row: dict) -> dict:
 
 
 def predict_row(row: dict) -> dict:
-    """Predicted peak and low (MB) of one GPU row, with the simulated parts they come from."""
-    from driple.graph.memory import _estimate, step_parts
-    from driple.graph.trace import trace_training_step
+    """Predicted peak and low (MB) of one GPU row (:func:`driple.predict.gpu_memory.gpu_levels`),
+    and, for comparison, the peak at the CPU label's sample points."""
+    from driple.graph.memory import simulate
     from driple.hardware.allocator import cuda_runtime_bytes
+    from driple.hardware.spec import GpuSpec
+    from driple.predict.gpu_memory import gpu_levels, trace_job
     from driple.settings import parse_setting
-    from driple.zoo.workload import example_batch, load_workload
 
     setting = parse_setting(row["setting"])
     knobs = row["knobs"] if isinstance(row["knobs"], dict) else json.loads(row["knobs"] or "{}")
-    wl = load_workload(row["model"], int(row["batch_size"]), knobs, shapes_only=True)
-    traced = trace_training_step(wl.model, example_batch(wl, int(row["batch_size"])), wl.loss_fn,
-                                 str(row["optimizer"]))
-    parts = step_parts(traced, setting.strategy, workers=setting.workers)
-    runtime = cuda_runtime_bytes(gpu_of(row).get("compute_capability", ""))
-    whole, sampled = _estimate(parts, False), _estimate(parts, True)
-    between = parts["params"] + parts["state"] + parts["batch"] + parts["grad_bytes"]
-    return {"job_id": row["job_id"], "family": row["family"], "runtime_mb": runtime / 1e6,
-            "peak_mb": runtime / 1e6 + whole.peak_mb, "sampled_peak_mb": runtime / 1e6 + sampled.peak_mb,
-            "low_mb": (runtime + between) / 1e6, "measured_peak_mb": float(row["memory_burst_amount"]),
-            "measured_low_mb": float(row["memory_low_mb"]), "breakdown_mb": whole.to_dict()["breakdown_mb"]}
+    traced, _ = trace_job(row["model"], int(row["batch_size"]), str(row["optimizer"]), knobs)
+    gpu = GpuSpec.from_dict({"index": 0, "sms": 0, "memory_bytes": 0, "memory_bandwidth_bytes_per_s": 0.0,
+                             **gpu_of(row)})
+    levels = gpu_levels(traced, setting.strategy, setting.workers, gpu)
+    sampled = simulate(traced, setting.strategy, sampled=True, workers=setting.workers).peak_mb
+    runtime = cuda_runtime_bytes(gpu.compute_capability) / 1e6
+    return {"job_id": row["job_id"], "family": row["family"], "runtime_mb": runtime,
+            "peak_mb": levels["peak_mb"], "sampled_peak_mb": runtime + sampled, "low_mb": levels["between_steps_mb"],
+            "measured_peak_mb": float(row["memory_burst_amount"]),
+            "measured_low_mb": float(row["memory_low_mb"]), "breakdown_mb": levels["breakdown_mb"]}
 
 
 def evaluate(frame, progress: bool = False) -> dict:
