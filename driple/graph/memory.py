@@ -121,10 +121,11 @@ def rnn_workspace_bytes(layer, outputs) -> int:
     return lstm_workspace_bytes(seq_len, batch, ins[1].out_numel // (4 * hidden), hidden)
 
 
-def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, dict]:
+def transient_profile(graph, persistent_nodes, kept_nodes, held: dict | None = None) -> tuple[np.ndarray, dict]:
     """Live bytes after each op of ``graph`` of the storages its ops allocate (inputs in
     ``persistent_nodes`` count elsewhere), and ``{node: bytes}`` of the storages made by
-    ``kept_nodes`` (held to the end, not freed at their last use)."""
+    ``kept_nodes`` (held to the end, not freed at their last use); ``held`` maps nodes to the
+    op index their storage lives at least until (a Python reference the graph does not show)."""
     import operator
 
     nodes = list(graph.nodes)
@@ -162,6 +163,9 @@ def transient_profile(graph, persistent_nodes, kept_nodes) -> tuple[np.ndarray, 
     for i, node in enumerate(nodes):
         for src in node.all_input_nodes:
             last_use[storage.get(src)] = i
+    for node, until in (held or {}).items():
+        if node in storage:
+            last_use[storage[node]] = max(last_use.get(storage[node], until), until)
     kept = {storage[n] for n in kept_nodes if n is not None and n in storage}
     made_at = {}
     for i, node in enumerate(nodes):
@@ -214,7 +218,13 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
     batch = int(sum(n.out_bytes for n in placeholders[:2]))
     other_inputs = int(sum(n.out_bytes for n in placeholders[2:] if n not in param_set))  # frozen, buffers
     grads = [g for g in traced.grad_nodes if g is not None]
-    live, kept = transient_profile(graph, placeholders, [traced.loss_node, *grads])
+    # the model's outputs (logits) live until it returns, where the collector samples: after the
+    # loss when the model computes it
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    outputs = [n for n in getattr(traced, "output_nodes", []) if n in position]
+    model_exit = max((position[n] for n in outputs), default=None)
+    live, kept = transient_profile(graph, placeholders, [traced.loss_node, *grads],
+                                   held={n: model_exit for n in outputs})
     grad_bytes = int(sum(kept.get(g, 0) for g in grads))
     state, update_peak = _optimizer(traced)
     comm, comm_after_backward, gathered = 0, 0, 0
@@ -234,7 +244,7 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
     return {"traced": traced, "live": live, "kept": kept, "grads": grads, "grad_bytes": grad_bytes,
             "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
             "comm": comm, "comm_after_backward": comm_after_backward, "gathered": gathered,
-            "held": params + other_inputs + state + batch + comm}
+            "held": params + other_inputs + state + batch + comm, "model_exit": model_exit}
 
 
 def _scattered(traced, units: list, live, kept: dict, workers: int):
@@ -269,6 +279,8 @@ def _estimate(p: dict, sampled: bool) -> MemoryEstimate:
     if sampled and len(live):
         position = {n: i for i, n in enumerate(graph.nodes)}
         points = [position[n] for n in [traced.loss_node, *grads] if n in position]
+        if p.get("model_exit") is not None:  # the model's forward hook fires as it returns
+            points.append(p["model_exit"])
         live = live[points] if points else live
         update_peak = 0
     fb_peak = int(live.max()) + p["gathered"] if len(live) else 0

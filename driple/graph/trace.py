@@ -23,7 +23,7 @@ import contextlib
 import operator
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -384,7 +384,8 @@ class TracedStep:
     ``graph_module`` holds forward and backward (a :class:`StepGraph`; the name is kept from
     the make_fx trace it replaces); ``grad_nodes[i]`` is the node that produces the gradient
     of trainable parameter ``i`` (``None`` if it received none); ``loss_node`` ends the
-    forward pass; ``update`` is the optimizer's per-kind update template.
+    forward pass; ``update`` is the optimizer's per-kind update template; ``output_nodes`` make
+    the tensors the model returned (its logits, and the loss where the model computes it).
     """
 
     graph_module: StepGraph
@@ -398,6 +399,7 @@ class TracedStep:
     seconds: float
     optimizer: str = ""
     update: "UpdateTemplate | None" = None
+    output_nodes: list = field(default_factory=list)
 
     @property
     def param_bytes(self) -> list[int]:
@@ -585,7 +587,9 @@ def trace_training_step(
         grads = [p.grad for p in plist]
         for p in plist:
             p.grad = None
-        return (loss, *grads)
+        outputs = []  # what the model returned: alive until its caller takes the loss
+        _collect(out, outputs)
+        return (loss, *grads, *outputs)
 
     was_training = model.training
     model.train()
@@ -599,7 +603,7 @@ def trace_training_step(
                        labels_in_inputs=isinstance(inputs, dict) and "labels" in inputs) from None
     finally:
         model.train(was_training)
-    grad_nodes = outs[1:]
+    grad_nodes, output_nodes = outs[1:1 + len(plist)], [n for n in outs[1 + len(plist):] if n is not None]
     template = _trace_optimizer_template(opt, plist, [g is not None for g in grad_nodes], fake_mode)
     first = next(iter(_flat_tensors((inputs,), {})), None)  # the first input tensor's first dimension
     batch = int(first.shape[0]) if first is not None and first.dim() else 1
@@ -611,6 +615,7 @@ def trace_training_step(
         param_nodes=placeholders[2 : 2 + len(plist)],
         grad_nodes=grad_nodes,
         loss_node=outs[0],
+        output_nodes=output_nodes,
         batch_size=batch,
         seconds=time.perf_counter() - start,
         optimizer=type(opt).__name__,

@@ -217,3 +217,32 @@ def test_lstm_workspaces_are_held_until_their_backward(monkeypatch):
     assert both == 2 * 22 * 4096
     assert with_ws[at_loss] - without[at_loss] == both
     assert with_ws[-1] == without[-1]
+
+
+def test_the_models_returned_logits_live_until_it_returns():
+    """A model that computes its loss returns its logits beside it: the collector samples as the
+    model returns, with the logits still referenced though the loss no longer reads them. The
+    same model returning the loss alone is sampled 512 x 1000 fp32 = 2.048 MB lower."""
+    import torch
+
+    from driple.graph.memory import simulate
+    from driple.graph.trace import trace_training_step
+
+    class Head(torch.nn.Module):
+        def __init__(self, keep_logits: bool):
+            super().__init__()
+            self.fc, self.keep = torch.nn.Linear(16, 1000), keep_logits
+
+        def forward(self, x, labels):
+            logits = self.fc(x)
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            return {"loss": loss, "logits": logits} if self.keep else {"loss": loss}
+
+    batch = ({"x": torch.randn(512, 16), "labels": torch.randint(0, 1000, (512,))}, None)
+    peaks = []
+    for keep in (True, False):
+        torch.manual_seed(0)
+        traced = trace_training_step(Head(keep), batch, lambda out, _y: out["loss"], "sgd")
+        assert len(traced.output_nodes) == (2 if keep else 1)
+        peaks.append(simulate(traced, "none", sampled=True, workers=1).peak_mb)
+    assert peaks[0] - peaks[1] == pytest.approx(512 * 1000 * 4 / 1e6)
