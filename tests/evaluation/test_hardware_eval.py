@@ -1,4 +1,6 @@
 """The carried-prediction error table, by hand."""
+import json
+
 import numpy as np
 import pytest
 
@@ -37,3 +39,23 @@ def test_a_table_model_is_scored_beside_when_given():
     parts["table"] = np.array([[1.2], [1.6]])  # +20 %, -20 %
     row = error_table(parts)["step_time"]["table"]
     assert row["mape"] == pytest.approx(20.0) and row["median_signed"] == pytest.approx(0.0)
+
+
+def test_report_sections_of_machines_and_gpu_memory(tmp_path):
+    """The report's machine sections read the figures files beside the sections' JSON; none
+    there, no section."""
+    from driple.evaluation.reproduce.hardware_report import report_gpu_memory, report_machines
+
+    assert report_machines(str(tmp_path)) == [] and report_gpu_memory(str(tmp_path)) == []
+    (tmp_path / "hardware").mkdir()
+    targets = {"step_time": {"trained": {"mape": 7.1}, "carried": {"mape": 24.8}, "table": {"mape": 11.3}}}
+    (tmp_path / "hardware" / "ps-intel-to-amd.json").write_text(json.dumps(
+        {"setting": "cpu-ps-p1w2-1g", "jobs": 83, "targets": targets}))
+    text = "\n".join(report_machines(str(tmp_path)))
+    assert "| step_time | 7.1 % / 24.8 % / 11.3 % |" in text and "drift" not in text
+    (tmp_path / "gpu").mkdir()
+    level = {"mape": 4.1, "max_ape": 8.1}
+    (tmp_path / "gpu" / "memory.json").write_text(json.dumps({"provenance": {"command": "c", "date": "d"},
+        "gpu-h200/gpu-ddp-w1-lo": {"jobs": 11, "gpus": ["NVIDIA H200"], "peak": level,
+                                   "peak_at_sample_points": level, "low": level}}))
+    assert "| gpu-h200/gpu-ddp-w1-lo | NVIDIA H200 | 11 | 4.1 % (max 8.1 %)" in "\n".join(report_gpu_memory(str(tmp_path)))
