@@ -57,12 +57,17 @@ class MemoryEstimate:
                 "breakdown_mb": {k: v / 1e6 for k, v in self.breakdown.items()}}
 
 
+#: Ops whose output is a view of their input though their schema declares no alias (autograd
+#: does not track the view; the storage is shared all the same).
+UNTRACKED_VIEWS = frozenset({"aten::_unsafe_view"})
+
+
 def _aliases_input(node) -> bool:
     """The op's (first) output shares an input's storage: a view or an in-place op."""
     schema = getattr(getattr(node, "target", None), "_schema", None)
     if schema is None or not schema.returns:
         return False
-    return schema.returns[0].alias_info is not None
+    return schema.returns[0].alias_info is not None or schema.name in UNTRACKED_VIEWS
 
 
 def _returns_several(node) -> bool:
@@ -224,7 +229,7 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
     outputs = [n for n in getattr(traced, "output_nodes", []) if n in position]
     model_exit = max((position[n] for n in outputs), default=None)
     live, kept = transient_profile(graph, placeholders, [traced.loss_node, *grads],
-                                   held={n: model_exit for n in outputs})
+                                   held={n: model_exit + 1 for n in outputs})  # past the exit's frees
     grad_bytes = int(sum(kept.get(g, 0) for g in grads))
     state, update_peak = _optimizer(traced)
     comm, comm_after_backward, gathered = 0, 0, 0
@@ -279,9 +284,12 @@ def _estimate(p: dict, sampled: bool) -> MemoryEstimate:
     if sampled and len(live):
         position = {n: i for i, n in enumerate(graph.nodes)}
         points = [position[n] for n in [traced.loss_node, *grads] if n in position]
-        if p.get("model_exit") is not None:  # the model's forward hook fires as it returns
-            points.append(p["model_exit"])
-        live = live[points] if points else live
+        levels = live[points] if points else live
+        exit_at = p.get("model_exit")
+        if exit_at is not None:  # the model's forward hook fires as it returns: its op's dead inputs freed
+            settled = min(live[exit_at], live[exit_at + 1]) if exit_at + 1 < len(live) else live[exit_at]
+            levels = np.append(levels, settled)
+        live = levels
         update_peak = 0
     fb_peak = int(live.max()) + p["gathered"] if len(live) else 0
     update_total = grad_bytes + update_peak + p["comm_after_backward"]
