@@ -36,16 +36,9 @@ def trace_job(model: str, batch_size: Optional[int], optimizer: str, knobs: dict
     """``(traced step, batch size)`` of a zoo model or a user's ``module:function`` on the meta
     device; user-code failures as one-line errors."""
     from driple.graph.trace import trace_training_step
-    from driple.predict.predictor import _batch_len, load_job_workload
-    from driple.zoo.workload import example_batch
+    from driple.predict.predictor import _batch_len, load_job_batch
 
-    if batch_size is not None and int(batch_size) < 1:
-        raise DripleError(f"batch size must be at least 1, not {batch_size}")
-    workload = load_job_workload(model, batch_size, knobs or {})
-    try:
-        batch = example_batch(workload, batch_size)
-    except DripleError as err:
-        raise DripleError(f"{model}: {err}") from None
+    workload, batch = load_job_batch(model, batch_size, knobs or {})
     traced = trace_training_step(workload.model, batch, workload.loss_fn, optimizer)
     return traced, int(batch_size or _batch_len(batch) or 1)
 

@@ -297,15 +297,7 @@ class Predictor:
         ``file.py:function`` (which returns a workload or an ``nn.Module`` with
         ``input_shape``; see :mod:`driple.zoo.workload`). The model is built on the meta
         device when it can be, and the batch as meta tensors."""
-        from driple.zoo.workload import example_batch
-
-        if batch_size is not None and int(batch_size) < 1:
-            raise DripleError(f"batch size must be at least 1, not {batch_size}")
-        workload = load_job_workload(model, batch_size, knobs or {})
-        try:
-            batch = example_batch(workload, batch_size)
-        except DripleError as err:
-            raise DripleError(f"{model}: {err}") from None
+        workload, batch = load_job_batch(model, batch_size, knobs or {})
         bs = batch_size or _batch_len(batch)
         label = getattr(workload, "name", None) or model
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
@@ -467,6 +459,20 @@ def family_of(graph) -> Optional[str]:
 def _describe_job(label: str, batch_size: Optional[int], optimizer: Any) -> str:
     opt = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", type(optimizer).__name__)
     return f"{label}, batch {batch_size}, {opt}" if batch_size else f"{label}, {opt}"
+
+
+def load_job_batch(model: str, batch_size, knobs: dict):
+    """``(workload, example batch)`` of a job (:func:`load_job_workload`), the batch as meta
+    tensors; a batch size below 1 and a batch that cannot be drawn as one-line errors."""
+    from driple.zoo.workload import example_batch
+
+    if batch_size is not None and int(batch_size) < 1:
+        raise DripleError(f"batch size must be at least 1, not {batch_size}")
+    workload = load_job_workload(model, batch_size, knobs)
+    try:
+        return workload, example_batch(workload, batch_size)
+    except DripleError as err:
+        raise DripleError(f"{model}: {err}") from None
 
 
 def load_job_workload(model: str, batch_size, knobs: dict):
