@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,12 +34,15 @@ GRID = ROOT / "datasets" / "gpu" / "grid.yaml"
 def ensure_driple() -> None:
     """Install this checkout against the interpreter's packages, offline, if it is not importable."""
     if importlib.util.find_spec("driple") is None:
+        if os.environ.get("DRIPLE_DEVICE_REEXEC"):
+            raise SystemExit("device_collect: driple was installed but is still not importable; "
+                             f"run with PYTHONPATH={ROOT}")
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                                "--no-build-isolation", "-e", str(ROOT)])
         # An editable install takes effect in interpreters started after it (its .pth file is read
-        # at start-up): the workers get it, this process needs the checkout on its path.
-        sys.path.insert(0, str(ROOT))
-        importlib.invalidate_caches()
+        # at start-up): this command starts again in one.
+        os.environ["DRIPLE_DEVICE_REEXEC"] = "1"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
 def gpu_slug(spec: dict) -> str:

@@ -16,7 +16,7 @@ A spec file comes from `driple hardware probe --json > h100.json` run on the GPU
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from driple.cli.predict import _MODEL_HELP
+    from driple.cli.predict import MODEL_HELP
     from driple.zoo.optim import OPTIMIZERS
 
     gm = sub.add_parser(
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "largest batch per worker whose peak fits. The error it was measured with on real GPU jobs "
         "is printed beside it. Not counted: the CUDA context and the allocator's fragmentation.",
         epilog=_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    gm.add_argument("model", help=_MODEL_HELP)
+    gm.add_argument("model", help=MODEL_HELP)
     gm.add_argument("--gpu", required=True, metavar="this|SPEC.json",
                     help="the GPU: 'this' (probe this machine's) or a hardware spec file with a GPU")
     gm.add_argument("--gpu-index", type=int, default=0, help="which GPU of the spec (default 0)")

@@ -11,7 +11,7 @@ from driple.zoo.optim import OPTIMIZERS
 from driple.zoo.workload import PROTOCOL
 from driple.errors import DripleError
 
-_MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
+MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
                "file.py:function returning a workload (model, make_batch, optional loss_fn) or an "
                "nn.Module with an input_shape attribute (see below); only the code you name is run")
 
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  driple predict resnet --set depth=56 --optimizer adam --json\n"
                "  driple predict mypkg.models:build --batch-size 16 --plot profile.png\n\n" + PROTOCOL,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    pr.add_argument("model", help=_MODEL_HELP)
+    pr.add_argument("model", help=MODEL_HELP)
     pr.add_argument("--setting", default=None,
                     help="setting id of a shipped inspector (see `driple settings`; default: the "
                     "registry's default) or a path to a checkpoint (a setting id wins over a local "
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "strategy is fastest and which holds the least memory per rank.",
         epilog="example:\n  driple compare-strategies gpt2_small --batch-size 2 --optimizer adamw",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    cs.add_argument("model", help=_MODEL_HELP)
+    cs.add_argument("model", help=MODEL_HELP)
     cs.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
     cs.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
     cs.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",

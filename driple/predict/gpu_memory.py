@@ -36,11 +36,11 @@ def trace_job(model: str, batch_size: Optional[int], optimizer: str, knobs: dict
     """``(traced step, batch size)`` of a zoo model or a user's ``module:function`` on the meta
     device; user-code failures as one-line errors."""
     from driple.graph.trace import trace_training_step
-    from driple.predict.predictor import _batch_len, load_job_batch
+    from driple.predict.predictor import batch_len, load_job_batch
 
     workload, batch = load_job_batch(model, batch_size, knobs or {})
     traced = trace_training_step(workload.model, batch, workload.loss_fn, optimizer)
-    return traced, int(batch_size or _batch_len(batch) or 1)
+    return traced, int(batch_size or batch_len(batch) or 1)
 
 
 def measured_error() -> Optional[dict]:

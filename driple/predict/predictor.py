@@ -281,7 +281,7 @@ class Predictor:
         graph.summary["library_heap_mb"] = float(library_heap_mb)
         t1 = time.perf_counter()
         label = name or type(model).__name__
-        bs = batch_size or _batch_len(example_batch)
+        bs = batch_size or batch_len(example_batch)
         profile = self.predict_many([graph], names=[_describe_job(label, bs, optimizer)])[0]
         self.timings = {"build_s": t1 - t0, "infer_s": time.perf_counter() - t1}
         return profile
@@ -298,7 +298,7 @@ class Predictor:
         ``input_shape``; see :mod:`driple.zoo.workload`). The model is built on the meta
         device when it can be, and the batch as meta tensors."""
         workload, batch = load_job_batch(model, batch_size, knobs or {})
-        bs = batch_size or _batch_len(batch)
+        bs = batch_size or batch_len(batch)
         label = getattr(workload, "name", None) or model
         knob_text = ",".join(f"{k}={v}" for k, v in sorted((knobs or {}).items()))
         heap = 0.0
@@ -504,7 +504,7 @@ def _tensors(batch):
             yield from _tensors(b)
 
 
-def _batch_len(batch) -> Optional[int]:
+def batch_len(batch) -> Optional[int]:
     for t in _tensors(batch):
         if t.dim() >= 1:
             return int(t.shape[0])
