@@ -49,17 +49,17 @@ def load_gpu(what: str, index: int = 0):
     if not str(what).strip():
         raise DripleError("--gpu needs 'this' or a spec file")
     if what == "this":
-        from driple.hardware.probe import probe
+        from driple.hardware.probe import probe_gpus
 
-        spec = probe(repeats=1)
-        if not spec.gpus:
+        gpus = probe_gpus()
+        if not gpus:
             raise DripleError("this machine has no GPU that torch sees; pass a spec probed on the GPU "
                               "machine (`driple hardware probe --json > gpu.json`, then --gpu gpu.json)")
     else:
         from driple.hardware.spec import load_spec
 
-        spec = load_spec(what)
-    return pick_gpu(spec, index)
+        gpus = load_spec(what).gpus
+    return pick_gpu(gpus, index)
 
 
 def run_gpu_memory(args: argparse.Namespace) -> int:

@@ -32,22 +32,15 @@ def gpu_of(row: dict) -> dict:
 def predict_row(row: dict) -> dict:
     """Predicted peak and low (MB) of one GPU row (:func:`driple.predict.gpu_memory.gpu_levels`),
     and, for comparison, the peak at the CPU label's sample points."""
-    from driple.graph.memory import simulate
-    from driple.hardware.allocator import cuda_runtime_bytes
-    from driple.hardware.spec import GpuSpec
     from driple.predict.gpu_memory import gpu_levels, trace_job
     from driple.settings import parse_setting
 
     setting = parse_setting(row["setting"])
     knobs = row["knobs"] if isinstance(row["knobs"], dict) else json.loads(row["knobs"] or "{}")
     traced, _ = trace_job(row["model"], int(row["batch_size"]), str(row["optimizer"]), knobs)
-    gpu = GpuSpec.from_dict({"index": 0, "sms": 0, "memory_bytes": 0, "memory_bandwidth_bytes_per_s": 0.0,
-                             **gpu_of(row)})
-    levels = gpu_levels(traced, setting.strategy, setting.workers, gpu)
-    sampled = simulate(traced, setting.strategy, sampled=True, workers=setting.workers).peak_mb
-    runtime = cuda_runtime_bytes(gpu.compute_capability) / 1e6
-    return {"job_id": row["job_id"], "family": row["family"], "runtime_mb": runtime,
-            "peak_mb": levels["peak_mb"], "sampled_peak_mb": runtime + sampled, "low_mb": levels["between_steps_mb"],
+    levels = gpu_levels(traced, setting.strategy, setting.workers, gpu_of(row).get("compute_capability", ""))
+    return {"job_id": row["job_id"], "family": row["family"], "runtime_mb": levels["breakdown_mb"]["cublas_workspaces"],
+            "peak_mb": levels["peak_mb"], "sampled_peak_mb": levels["sampled_peak_mb"], "low_mb": levels["between_steps_mb"],
             "measured_peak_mb": float(row["memory_burst_amount"]),
             "measured_low_mb": float(row["memory_low_mb"]), "breakdown_mb": levels["breakdown_mb"]}
 

@@ -89,10 +89,11 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
         network = network_held_out(split)
         if network and "cycle" in record:
             record["cycle"]["network_held_out"] = network
+    strategy = parse_setting(setting).strategy
     for path in out_of_zoo or []:
         other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
         sim = simulated_peaks(other, progress=progress)
-        heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"], parse_setting(setting).strategy)
+        heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"], strategy)
                           for c in map(job_config, other.to_dict("records"))])
         truth = other["memory_burst_amount"].to_numpy(dtype=np.float64)
         err = (offset + heaps + scale * sim) / truth - 1

@@ -186,6 +186,20 @@ def _nvml_or_none():
         return None
 
 
+def probe_gpus() -> list[GpuSpec]:
+    """This machine's GPUs (:func:`gpu_specs`, with NVML where it loads): what a probe records,
+    without its CPU measurements. [] without CUDA."""
+    nvml = _nvml_or_none()
+    try:
+        return gpu_specs(nvml=nvml)
+    finally:
+        if nvml is not None:
+            try:
+                nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+
 def probe(threads: int = 1, repeats: int = 5, gpus: bool = True) -> HardwareSpec:
     """This machine's :class:`HardwareSpec` (module docstring); a few seconds, one thread at a
     time unless ``threads`` says otherwise."""
@@ -194,17 +208,7 @@ def probe(threads: int = 1, repeats: int = 5, gpus: bool = True) -> HardwareSpec
     t0 = time.perf_counter()
     rates = matmul_rates(threads=threads, repeats=repeats)
     copy = copy_rate(threads=threads, repeats=repeats)
-    gpu_list = []
-    if gpus:
-        nvml = _nvml_or_none()
-        try:
-            gpu_list = gpu_specs(nvml=nvml)
-        finally:
-            if nvml is not None:
-                try:
-                    nvml.nvmlShutdown()
-                except Exception:  # noqa: BLE001
-                    pass
+    gpu_list = probe_gpus() if gpus else []
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return HardwareSpec(
         cpu_model=cpu_model(), logical_cpus=os.cpu_count() or 0, cores_available=usable_cores(),

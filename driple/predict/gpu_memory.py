@@ -17,19 +17,21 @@ from driple.errors import DripleError
 from driple.hardware.spec import GpuSpec
 
 
-def gpu_levels(traced, strategy: str, workers: int, gpu: GpuSpec) -> dict:
+def gpu_levels(traced, strategy: str, workers: int, compute_capability: str) -> dict:
     """Peak and between-steps level (MB) of one CUDA worker of ``strategy`` among ``workers``
-    for a traced step, with the peak's breakdown (the simulator's parts and the workspaces)."""
+    on a GPU of ``compute_capability`` for a traced step, with the peak's breakdown (the
+    simulator's parts and the workspaces), and the peak at the CPU label's sample points
+    (``sampled_peak_mb``: what the GPU label is compared against too)."""
     from driple.graph.memory import simulate_both, step_parts
     from driple.hardware.allocator import cuda_runtime_bytes
 
     parts = step_parts(traced, strategy, workers=workers)
-    whole, _ = simulate_both(traced, strategy, workers=workers, parts=parts)
-    runtime = cuda_runtime_bytes(gpu.compute_capability) / 1e6
+    whole, sampled = simulate_both(traced, strategy, workers=workers, parts=parts)
+    runtime = cuda_runtime_bytes(compute_capability) / 1e6
     between = (parts["params"] + parts["state"] + parts["batch"] + parts["grad_bytes"]) / 1e6
     breakdown = {**whole.to_dict()["breakdown_mb"], "cublas_workspaces": runtime}
     return {"peak_mb": whole.peak_mb + runtime, "between_steps_mb": between + runtime,
-            "phase": whole.phase, "breakdown_mb": breakdown}
+            "phase": whole.phase, "breakdown_mb": breakdown, "sampled_peak_mb": sampled.peak_mb + runtime}
 
 
 def trace_job(model: str, batch_size: Optional[int], optimizer: str, knobs: dict):
@@ -80,7 +82,7 @@ def gpu_report(model: str, gpu: GpuSpec, batch_size: Optional[int] = None, optim
     if not gpu.memory_bytes:
         raise DripleError(f"the spec of {gpu.name} gives no memory size")
     traced, bs = trace_job(model, batch_size, optimizer, knobs or {})
-    levels = gpu_levels(traced, strategy, int(workers), gpu)
+    levels = gpu_levels(traced, strategy, int(workers), gpu.compute_capability)
     capacity = gpu.memory_bytes / 1e6
     report = {"model": model, "batch_size": bs, "optimizer": optimizer, "knobs": knobs or {},
               "strategy": strategy, "workers": int(workers), "gpu": gpu.name,
@@ -93,21 +95,23 @@ def gpu_report(model: str, gpu: GpuSpec, batch_size: Optional[int] = None, optim
                         "kernels keep none, so long sequences are over-predicted",
               "measured_error": measured_error()}
     if largest:
-        def peak_mb(b: int) -> float:
-            return gpu_levels(trace_job(model, b, optimizer, knobs or {})[0], strategy, int(workers), gpu)["peak_mb"]
+        def peak_mb(b: int) -> float:  # the search starts at the batch traced above
+            if b == bs:
+                return levels["peak_mb"]
+            traced_b = trace_job(model, b, optimizer, knobs or {})[0]
+            return gpu_levels(traced_b, strategy, int(workers), gpu.compute_capability)["peak_mb"]
 
         report["largest_batch"] = largest_batch(peak_mb, capacity, start=bs)
     return report
 
 
-def pick_gpu(spec, index: int = 0) -> GpuSpec:
-    """GPU ``index`` of a :class:`~driple.hardware.spec.HardwareSpec`; a clear error for a spec
-    without GPUs (a CPU host's) or an index it does not have."""
-    gpus = list(spec.gpus or [])
+def pick_gpu(gpus, index: int = 0) -> GpuSpec:
+    """GPU ``index`` of a spec's ``gpus``; a clear error where there are none (a CPU host's
+    spec) or no GPU of that index."""
+    gpus = list(gpus or [])
     if not gpus:
         raise DripleError("the hardware spec has no GPU: probe the GPU machine with "
                           "`driple hardware probe --json > gpu.json` and pass --gpu gpu.json")
     if not 0 <= index < len(gpus):
         raise DripleError(f"the spec has {len(gpus)} GPU(s); no GPU index {index}")
-    gpu = gpus[index]
-    return gpu if isinstance(gpu, GpuSpec) else GpuSpec.from_dict(gpu)
+    return gpus[index]  # GpuSpec: a HardwareSpec and gpu_specs both make them

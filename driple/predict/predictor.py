@@ -304,7 +304,6 @@ class Predictor:
         heap = 0.0
         if self.entry.get("memory"):  # a user's factory: the heap its libraries add (a subprocess)
             from driple.graph.memory import library_heap_mb
-
             from driple.settings import parse_setting
 
             heap = library_heap_mb(model, bs or 1, knobs or {}, parse_setting(self.setting).strategy)

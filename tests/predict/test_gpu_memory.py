@@ -47,7 +47,7 @@ def test_bad_requests_are_one_line_errors():
 
     with pytest.raises(DripleError, match="no GPU"):
         pick_gpu(HardwareSpec(cpu_model="x", logical_cpus=2, cores_available=2.0, threads_per_worker=1,
-                              matmul_flops_per_s={"float32": 1e10}, copy_bytes_per_s=1e9, memory_bytes=10 ** 10))
+                              matmul_flops_per_s={"float32": 1e10}, copy_bytes_per_s=1e9, memory_bytes=10 ** 10).gpus)
 
 
 def test_cli_json_and_words(capsys, tmp_path):
