@@ -16,8 +16,7 @@ A spec file comes from `driple hardware probe --json > h100.json` run on the GPU
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from driple.cli.predict import MODEL_HELP
-    from driple.zoo.optim import OPTIMIZERS
+    from driple.cli.predict import add_job_arguments
 
     gm = sub.add_parser(
         "gpu-memory", help="whether a job fits on a GPU, and the largest batch that does",
@@ -27,14 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "largest batch per worker whose peak fits. The error it was measured with on real GPU jobs "
         "is printed beside it. Not counted: the CUDA context and the allocator's fragmentation.",
         epilog=_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    gm.add_argument("model", help=MODEL_HELP)
+    add_job_arguments(gm)
     gm.add_argument("--gpu", required=True, metavar="this|SPEC.json",
                     help="the GPU: 'this' (probe this machine's) or a hardware spec file with a GPU")
     gm.add_argument("--gpu-index", type=int, default=0, help="which GPU of the spec (default 0)")
-    gm.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    gm.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
-    gm.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
-                    help="model knob (repeatable), as for predict")
     gm.add_argument("--strategy", default="ddp", help="ddp (default), fsdp or ps: what one worker holds")
     gm.add_argument("--workers", type=int, default=1, help="workers of the job (FSDP shards over them; default 1)")
     gm.add_argument("--no-search", action="store_true", help="skip the largest-batch search (a few traces)")

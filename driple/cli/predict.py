@@ -11,9 +11,19 @@ from driple.zoo.optim import OPTIMIZERS
 from driple.zoo.workload import PROTOCOL
 from driple.errors import DripleError
 
-MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
+_MODEL_HELP = ("zoo model name (see `driple zoo`), or your own factory as module:function or "
                "file.py:function returning a workload (model, make_batch, optional loss_fn) or an "
                "nn.Module with an input_shape attribute (see below); only the code you name is run")
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job a command is about: MODEL, ``--batch-size``, ``--optimizer`` and ``--set`` knobs
+    (``predict``, ``compare-strategies``, ``gpu-memory``)."""
+    parser.add_argument("model", help=_MODEL_HELP)
+    parser.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
+    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
+    parser.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
+                        help="model knob, e.g. --set depth=50 (repeatable)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  driple predict resnet --set depth=56 --optimizer adam --json\n"
                "  driple predict mypkg.models:build --batch-size 16 --plot profile.png\n\n" + PROTOCOL,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    pr.add_argument("model", help=MODEL_HELP)
+    add_job_arguments(pr)
     pr.add_argument("--setting", default=None,
                     help="setting id of a shipped inspector (see `driple settings`; default: the "
                     "registry's default) or a path to a checkpoint (a setting id wins over a local "
@@ -37,10 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--strategy", default=None,
                     help="use the shipped inspector of this strategy (ddp, fsdp, ps; the default "
                     "setting's network first) instead of naming its setting")
-    pr.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    pr.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
-    pr.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
-                    help="model knob, e.g. --set depth=50 (repeatable)")
     pr.add_argument("--plot", metavar="PNG", help="draw the expected periodic series of each resource")
     pr.add_argument("--seconds", type=float, default=2.0, help="length of the --plot series (default 2 s)")
     pr.add_argument("--hardware", default="trained", metavar="trained|this|SPEC.json",
@@ -78,11 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "strategy is fastest and which holds the least memory per rank.",
         epilog="example:\n  driple compare-strategies gpt2_small --batch-size 2 --optimizer adamw",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    cs.add_argument("model", help=MODEL_HELP)
-    cs.add_argument("--batch-size", type=int, default=None, help="per-worker batch size (default: the model's)")
-    cs.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="default sgd")
-    cs.add_argument("--set", dest="knobs", action="append", metavar="KNOB=VALUE",
-                    help="model knob, e.g. --set depth=50 (repeatable)")
+    add_job_arguments(cs)
     cs.add_argument("--network", default="lo", help="lo (one host, default) or a link rate such as 1g")
     cs.add_argument("--hardware", default="trained", metavar="trained|this|SPEC.json",
                     help="the machine the step times describe (as for predict)")
