@@ -8,7 +8,9 @@ holds until the next). So the share of a step spent above the midpoint follows f
 - the simulated level at those points (:mod:`driple.graph.memory`): in the forward pass the
   level from which it never falls again before the loss (what a module boundary sees: an op's
   own transients are gone by then), at each gradient the live bytes, after the backward pass
-  what stays until the next step starts (the gradients), and at the step's end what arrives
+  what stays until the next step starts (the gradients, and the loss, which the training loop
+  holds until the step returns: a parameter-server worker's level after its push sits exactly
+  at the midpoint of its gradients and the pulled copy but for it), and at the step's end what arrives
   there (a parameter-server worker's pulled copy of the parameters, after its push and the
   server's update: it raises the step's peak, and so its midpoint, for no time);
 - their place in time: each op's roofline cost (FLOPs at the machine's GEMM rate plus bytes
@@ -150,7 +152,7 @@ def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Opt
     points = np.concatenate([fwd, bwd]).astype(int)
     levels = np.concatenate([forward[fwd], live[bwd]]) + p["gathered"]
     last = max(int(points.max()) if len(points) else loss, loss)
-    tail = float(p["grad_bytes"])
+    tail = float(p["grad_bytes"] + traced.loss_node.out_bytes)  # the loss lives until the step returns
     return MemoryCycle(cum_f[points], cum_b[points], levels, float(cum_f[last]), float(cum_b[last]),
                        tail, float(sum(traced.param_bytes)),
                        optimizer_kind(optimizer if optimizer is not None else getattr(traced, "optimizer", "")),

@@ -58,7 +58,8 @@ def test_a_traced_step_rises_in_the_forward_pass_and_keeps_its_gradients():
     params = sum(traced.param_bytes)
     assert c.last_message_bytes == 11
     assert c.param_bytes == params and c.optimizer == "sgd"
-    assert c.tail_bytes == params  # DDP: every gradient stays until the next step starts
+    loss = traced.loss_node.out_bytes
+    assert c.tail_bytes == params + loss  # DDP: every gradient (and the loss) stays until the step ends
     n_forward = int(np.sum(c.flops <= c.flops[np.argmax(c.levels)]))
     assert np.all(np.diff(c.levels[:n_forward]) >= 0)  # the forward's level never falls
     assert c.total_flops > 0 and c.total_bytes > 0
@@ -66,7 +67,13 @@ def test_a_traced_step_rises_in_the_forward_pass_and_keeps_its_gradients():
     assert 0.0 < share < 1.0
     # a parameter server's worker receives the parameters it pulls at the step's end
     ps = memory_cycle(traced, "ps", 2)
-    assert ps.tail_bytes == params and ps.end_bytes == 2 * params
+    assert ps.tail_bytes == params + loss and ps.end_bytes == 2 * params + loss
+    # its gradients are half its peak (they and the pulled copy): only the loss, held until the
+    # step returns, puts the level after its push above the midpoint, as the label sees it
+    tail = 0.4
+    assert ps.burst_fraction(tail, 1e11, 2e10) >= tail
+    ps.tail_bytes -= loss
+    assert ps.burst_fraction(tail, 1e11, 2e10) < tail
 
 
 def test_what_arrives_at_the_end_raises_the_midpoint_for_no_time():
