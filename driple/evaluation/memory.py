@@ -131,36 +131,44 @@ def simulated_cycles(frame, progress: bool = False) -> list:
     return out
 
 
-def measured_tails(frame, dataset_dir: str) -> np.ndarray:
+def measured_tails(frame, dataset_dir: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the measured share of the step after its backward pass
-    (:func:`~driple.collect.labels.timeline.tail_fraction`; NaN without a timeline)."""
+    (:func:`~driple.collect.labels.timeline.tail_fraction`) and inside its blocking collectives
+    (:func:`~driple.collect.labels.timeline.comm_fraction`); NaN without a timeline."""
     import os
 
-    from driple.collect.labels.timeline import tail_fraction
+    from driple.collect.labels.timeline import comm_fraction, tail_fraction
     from driple.collect.timeline.record import load_job_timelines
 
-    out = np.full(len(frame), np.nan)
+    tails, comm = np.full(len(frame), np.nan), np.full(len(frame), np.nan)
     for i, path in enumerate(frame.get("timeline_path", [None] * len(frame))):
         if isinstance(path, str) and path and os.path.exists(os.path.join(dataset_dir, path)):
             try:
-                out[i] = tail_fraction(load_job_timelines(os.path.join(dataset_dir, path)))
+                timelines = load_job_timelines(os.path.join(dataset_dir, path))
+                tails[i], comm[i] = tail_fraction(timelines), comm_fraction(timelines)
             except DripleError:
                 pass
-    return out
+    return tails, comm
 
 
-def cycle_durations(frame, cycles: list, tails: np.ndarray, host, train, steps: dict | None = None) -> dict:
+def cycle_durations(frame, cycles: list, measured: tuple, host, train, steps: dict | None = None) -> dict:
     """The memory burst and idle durations of the simulated cycle: the tail fit on the ``train``
     rows (what a registry entry carries), and leave one family out: each family's rows placed
     with the tail fitted on the other families, times the measured step time, and times the
-    inspector's held-out step prediction where ``steps`` (``{job_id: s}``) has the job."""
+    inspector's held-out step prediction where ``steps`` (``{job_id: s}``) has the job.
+    ``measured``: each row's measured tail and share in blocking collectives
+    (:func:`measured_tails`)."""
     from driple.graph.memory_cycle import TailFit
 
     f_s, b_s = float(host.flops_per_s), float(host.memory_bytes_per_s)
+    tails, comm = measured
     ok = np.array([c is not None for c in cycles]) & np.isfinite(tails)
     train = np.asarray(train, dtype=bool)
-    fit = TailFit.fit([c for c, k in zip(cycles, ok & train) if k], tails[ok & train], f_s, b_s,
-                      fitted_on=f"{int((ok & train).sum())} training jobs with a measured tail")
+
+    def fitted(rows, fitted_on=""):
+        return TailFit.fit([c for c, k in zip(cycles, rows) if k], tails[rows], f_s, b_s, fitted_on, comm[rows])
+
+    fit = fitted(ok & train, f"{int((ok & train).sum())} training jobs with a measured tail")
     families = frame["family"].astype(str).to_numpy()
     burst = frame["memory_burst_duration"].to_numpy(dtype=np.float64)
     idle = frame["memory_idle_duration"].to_numpy(dtype=np.float64)
@@ -168,7 +176,7 @@ def cycle_durations(frame, cycles: list, tails: np.ndarray, host, train, steps: 
     share = np.full(len(frame), np.nan)
     for fam in sorted(set(families)):
         test = families == fam
-        fold = TailFit.fit([c for c, k in zip(cycles, ok & ~test) if k], tails[ok & ~test], f_s, b_s)
+        fold = fitted(ok & ~test)
         for i in np.flatnonzero(test):
             if cycles[i] is not None:
                 share[i] = fold.burst_fraction(cycles[i], f_s, b_s)

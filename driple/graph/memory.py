@@ -18,10 +18,10 @@ that read it. Walking the ops in execution order:
   removes the rest: DDP's gradient buckets (a copy of every gradient, held all step); a
   parameter-server worker holds no optimizer state (its server steps) but receives a copy of
   the parameters after its backward pass; an FSDP worker holds 1/W of the parameters,
-  gradients and optimizer state, gathers a unit's full parameters while it computes (the
-  unit computing and the one prefetched: the two largest units, plus the root unit, which
-  stays gathered from forward to backward), and frees each full gradient once it is
-  reduce-scattered.
+  gradients and optimizer state, a full copy of a unit's parameters beside its shard while the
+  unit computes (the largest unit, and the root unit, which stays gathered from forward to
+  backward; a root that is the only unit twice, :func:`_gathered_bytes`), and frees each full
+  gradient once it is reduce-scattered.
 
 The peak is the largest total over the step, with its breakdown. ``sampled=True`` gives the
 peak the collector's memory label sees instead: a rank reads its allocated bytes at module
@@ -244,7 +244,7 @@ def _step_memory(traced, strategy: str, workers: int = 2) -> dict:
         units = resolve_function(declared.units)(list(traced.param_names))
         live = _scattered(traced, units, live, kept, w)
         kept = {}
-        gathered = _gathered_bytes(traced, units, w)
+        gathered = _gathered_bytes(traced, units)
         params, state, update_peak, grad_bytes = params // w, state // w, update_peak // w, grad_bytes // w
     return {"traced": traced, "live": live, "kept": kept, "grads": grads, "grad_bytes": grad_bytes,
             "params": params + other_inputs, "batch": batch, "state": state, "update_peak": update_peak,
@@ -268,13 +268,19 @@ def _scattered(traced, units: list, live, kept: dict, workers: int):
     return live
 
 
-def _gathered_bytes(traced, units: list, workers: int) -> int:
-    """Bytes an FSDP worker holds beyond its shards while it computes: the full parameters of
-    the two largest units (the one computing and the one prefetched) and of the root unit."""
+def _gathered_bytes(traced, units: list) -> int:
+    """Bytes an FSDP worker holds beyond its shards while it computes. FSDP2 unshards a unit
+    into a full-size copy beside the shard, and keeps the all-gather's output buffer (the
+    unit's size again) until the next all-gather or the root's forward ends: the root's
+    parameters once, and the largest block's (its copy, or the buffer of its gather); a root
+    with no blocks (an LSTM language model) twice, from its gather to the forward's end
+    (measured with a two-rank ``fully_shard`` on this project's CPU hosts: glibc in-use bytes
+    at module boundaries). The number of workers does not change it: a copy is full whatever
+    the shard."""
     sizes = traced.param_bytes
     root = sum(sum(sizes[i] for i in params) for name, params in units if not name)
-    blocks = sorted((sum(sizes[i] for i in params) for name, params in units if name), reverse=True)
-    return int((sum(blocks[:2]) + root) * (workers - 1) / workers)
+    blocks = [sum(sizes[i] for i in params) for name, params in units if name]
+    return int(max(blocks) + root if blocks else 2 * root)
 
 
 def _estimate(p: dict, sampled: bool) -> MemoryEstimate:

@@ -50,7 +50,11 @@ class MemoryCycle:
     step starts; ``end_bytes``: held at the step's very end (the tail's and what arrives
     then); ``param_bytes``: parameter bytes the optimizer updates, ``optimizer``: its kind
     (:data:`TAIL_KINDS`); ``last_message_bytes``: the strategy's last message of the step (its
-    communication's last entry, :mod:`driple.graph.comm`)."""
+    communication's last entry, :mod:`driple.graph.comm`); ``comm_calls``/``comm_bytes``: the
+    blocking collectives a sharded worker waited in before each point (count, and their units'
+    bytes; :mod:`driple.graph.sharded_cycle`), ``total_comm_calls``/``total_comm_bytes``: in
+    the whole forward and backward (none for other strategies: their communication overlaps
+    the backward pass or follows it, in the tail)."""
 
     flops: np.ndarray
     bytes: np.ndarray
@@ -62,6 +66,15 @@ class MemoryCycle:
     optimizer: str = "sgd"
     last_message_bytes: float = 0.0
     end_bytes: float = 0.0
+    comm_calls: Optional[np.ndarray] = None
+    comm_bytes: Optional[np.ndarray] = None
+    total_comm_calls: float = 0.0
+    total_comm_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = len(self.levels)
+        self.comm_calls = np.zeros(n) if self.comm_calls is None else np.asarray(self.comm_calls, dtype=np.float64)
+        self.comm_bytes = np.zeros(n) if self.comm_bytes is None else np.asarray(self.comm_bytes, dtype=np.float64)
 
     def fb_seconds(self, flops_per_s: float, bytes_per_s: float) -> float:
         """Roofline seconds of the forward and backward pass on a machine of these rates."""
@@ -75,12 +88,22 @@ class MemoryCycle:
         return np.array([per if self.optimizer == k else 0.0 for k in TAIL_KINDS]
                         + [self.last_message_bytes / bytes_per_s / fb, 1.0])
 
-    def burst_fraction(self, tail: float, flops_per_s: float, bytes_per_s: float) -> float:
+    def comm_features(self, flops_per_s: float, bytes_per_s: float) -> np.ndarray:
+        """What :class:`TailFit`'s collective weights multiply: the blocking collectives per
+        forward-and-backward second, and their bytes per second (in copy-seconds)."""
+        fb = max(self.fb_seconds(flops_per_s, bytes_per_s), 1e-12)
+        return np.array([self.total_comm_calls / fb, self.total_comm_bytes / bytes_per_s / fb])
+
+    def burst_fraction(self, tail: float, flops_per_s: float, bytes_per_s: float,
+                       comm: Sequence[float] = (0.0, 0.0)) -> float:
         """The share of the step the level is above its midpoint, when ``tail`` of the step
-        comes after the backward pass (the step starts at the resting level)."""
+        comes after the backward pass (the step starts at the resting level) and each blocking
+        collective takes ``comm[0]`` roofline-seconds plus ``comm[1]`` times its copy-seconds."""
         tail = float(np.clip(tail, 0.0, 0.95))
-        cost = self.flops / flops_per_s + self.bytes / bytes_per_s
-        total = self.fb_seconds(flops_per_s, bytes_per_s)
+        cost = (self.flops / flops_per_s + self.bytes / bytes_per_s
+                + comm[0] * self.comm_calls + comm[1] * self.comm_bytes / bytes_per_s)
+        total = (self.fb_seconds(flops_per_s, bytes_per_s)
+                 + comm[0] * self.total_comm_calls + comm[1] * self.total_comm_bytes / bytes_per_s)
         at = (cost / total if total > 0 else np.linspace(0, 1, len(cost))) * (1 - tail)
         times = np.concatenate([[0.0], at, [1 - tail, 1.0]])
         levels = np.concatenate([[0.0], self.levels, [self.tail_bytes]])
@@ -95,7 +118,10 @@ class MemoryCycle:
                 "levels": [float(v) for v in self.levels], "total_flops": float(self.total_flops),
                 "total_bytes": float(self.total_bytes), "tail_bytes": float(self.tail_bytes),
                 "param_bytes": float(self.param_bytes), "optimizer": self.optimizer,
-                "last_message_bytes": float(self.last_message_bytes), "end_bytes": float(self.end_bytes)}
+                "last_message_bytes": float(self.last_message_bytes), "end_bytes": float(self.end_bytes),
+                **({"comm_calls": [float(v) for v in self.comm_calls], "comm_bytes": [float(v) for v in self.comm_bytes],
+                    "total_comm_calls": float(self.total_comm_calls), "total_comm_bytes": float(self.total_comm_bytes)}
+                   if self.total_comm_calls else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "MemoryCycle":
@@ -103,7 +129,8 @@ class MemoryCycle:
                    np.asarray(d["levels"], dtype=np.float64), float(d["total_flops"]),
                    float(d["total_bytes"]), float(d["tail_bytes"]), float(d["param_bytes"]),
                    str(d.get("optimizer", "sgd")), float(d.get("last_message_bytes", 0.0)),
-                   float(d.get("end_bytes", 0.0)))
+                   float(d.get("end_bytes", 0.0)), d.get("comm_calls"), d.get("comm_bytes"),
+                   float(d.get("total_comm_calls", 0.0)), float(d.get("total_comm_bytes", 0.0)))
 
 
 def optimizer_kind(name: str) -> str:
@@ -135,6 +162,7 @@ def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Opt
     them (:func:`driple.graph.memory.step_parts`) when already made; ``comm``: the strategy's
     messages in order (``[{"params", "bytes"}, ...]``, what its ``add_comm`` returns)."""
     from driple.graph.memory import step_parts
+    from driple.strategies import worker_memory
 
     p = parts if parts is not None else step_parts(traced, strategy, workers)
     nodes = list(traced.graph_module.nodes)
@@ -148,29 +176,48 @@ def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Opt
     # forward: one point per plateau (where the level changes), then each gradient's accumulation
     change = np.flatnonzero(np.diff(np.concatenate([[-1.0], forward])) != 0)
     fwd = _thinned(change, forward)
-    bwd = _thinned(np.asarray(grads, dtype=int), live) if grads else np.zeros(0, dtype=int)
-    points = np.concatenate([fwd, bwd]).astype(int)
-    levels = np.concatenate([forward[fwd], live[bwd]]) + p["gathered"]
+    declared = worker_memory(strategy)
+    calls = sent = None
+    if declared.sharded:  # read around each collective, no gradient hook: its own walk
+        from driple.graph.sharded_cycle import sharded_points
+        from driple.strategies.registry import resolve_function
+
+        units = resolve_function(declared.units)(list(traced.param_names))
+        walk = sharded_points(traced, units, workers, forward, live, loss, fwd)
+        points = np.array([w[0] for w in walk], dtype=int)
+        levels, calls, sent = (np.array([w[k] for w in walk], dtype=np.float64) for k in (1, 2, 3))
+    else:
+        bwd = _thinned(np.asarray(grads, dtype=int), live) if grads else np.zeros(0, dtype=int)
+        points = np.concatenate([fwd, bwd]).astype(int)
+        levels = np.concatenate([forward[fwd], live[bwd]]) + p["gathered"]
     last = max(int(points.max()) if len(points) else loss, loss)
     tail = float(p["grad_bytes"] + traced.loss_node.out_bytes)  # the loss lives until the step returns
     return MemoryCycle(cum_f[points], cum_b[points], levels, float(cum_f[last]), float(cum_b[last]),
                        tail, float(sum(traced.param_bytes)),
                        optimizer_kind(optimizer if optimizer is not None else getattr(traced, "optimizer", "")),
-                       float(comm[-1]["bytes"]) if comm else 0.0, tail + float(p["comm_after_backward"]))
+                       float(comm[-1]["bytes"]) if comm else 0.0, tail + float(p["comm_after_backward"]),
+                       calls, sent, float(calls[-1]) if calls is not None and len(calls) else 0.0,
+                       float(sent[-1]) if sent is not None and len(sent) else 0.0)
 
 
 @dataclass
 class TailFit:
     """The share of a step after the backward pass: ``r = tail / (1 - tail)`` is
     ``coef · MemoryCycle.tail_features``, non-negative least squares on measured tails
-    (:func:`driple.collect.labels.timeline.tail_fraction`) at the measuring machine's rates."""
+    (:func:`driple.collect.labels.timeline.tail_fraction`) at the measuring machine's rates.
+    For a sharded worker also the time of its blocking collectives: ``comm`` (roofline-seconds
+    per collective, and a multiple of its copy-seconds), non-negative least squares of the
+    measured time in them per forward-and-backward compute time
+    (:func:`~driple.collect.labels.timeline.comm_fraction`) on
+    :meth:`MemoryCycle.comm_features`."""
 
     coef: list = field(default_factory=lambda: [0.0] * (len(TAIL_KINDS) + 2))
     fitted_on: str = ""
+    comm: list = field(default_factory=lambda: [0.0, 0.0])
 
     @classmethod
     def fit(cls, cycles: Sequence[MemoryCycle], tails: Sequence[float], flops_per_s: float,
-            bytes_per_s: float, fitted_on: str = "") -> "TailFit":
+            bytes_per_s: float, fitted_on: str = "", comm_fractions: Optional[Sequence[float]] = None) -> "TailFit":
         from scipy.optimize import nnls
 
         from driple.errors import DripleError
@@ -182,20 +229,30 @@ class TailFit:
                               f"tail, got {int(ok.sum())}")
         x = np.array([c.tail_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, ok) if k])
         coef, _ = nnls(x, tails[ok] / (1 - tails[ok]))
-        return cls([float(v) for v in coef], fitted_on)
+        comm = [0.0, 0.0]
+        if comm_fractions is not None:
+            phi = np.asarray(comm_fractions, dtype=np.float64)
+            rest = 1 - phi - tails
+            use = ok & np.isfinite(phi) & (rest > 0) & np.array([c.total_comm_calls > 0 for c in cycles])
+            if use.sum() >= 2:
+                xc = np.array([c.comm_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, use) if k])
+                comm = [float(v) for v in nnls(xc, phi[use] / rest[use])[0]]
+        return cls([float(v) for v in coef], fitted_on, comm)
 
     def tail(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
         r = float(np.dot(self.coef, cycle.tail_features(flops_per_s, bytes_per_s)))
         return r / (1 + r)
 
     def burst_fraction(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
-        return cycle.burst_fraction(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s, bytes_per_s)
+        return cycle.burst_fraction(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s, bytes_per_s, self.comm)
 
     def to_dict(self) -> dict:
         return {"coef": list(self.coef), "features": [f"{k}_param_bytes_per_fb_second" for k in TAIL_KINDS]
                 + ["last_message_bytes_per_fb_second", "1"],
+                "comm": list(self.comm), "comm_features": ["collectives_per_fb_second", "collective_bytes_per_fb_second"],
                 "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TailFit":
-        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")))
+        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")),
+                   [float(v) for v in d.get("comm", (0.0, 0.0))])

@@ -28,7 +28,7 @@ def test_jobs_the_cycle_explains_are_scored_exactly():
     frame = pd.DataFrame(rows)
     tails = np.array([truth.tail(c, 1.0, 1.0) for c in cycles])
     steps = {r["job_id"]: r["step_time"] * 1.1 for r in rows}  # a step predicted 10 % long
-    r = cycle_durations(frame, cycles, tails, host, np.ones(len(rows), dtype=bool), steps)
+    r = cycle_durations(frame, cycles, (tails, np.full(len(rows), np.nan)), host, np.ones(len(rows), dtype=bool), steps)
     assert r["with_measured_step"]["burst_mape"] == pytest.approx(0.0, abs=1e-6)
     assert r["with_measured_step"]["idle_mape"] == pytest.approx(0.0, abs=1e-6)
     assert r["with_held_out_step"]["burst_mape"] == pytest.approx(10.0, rel=1e-6)

@@ -121,3 +121,28 @@ def test_measured_tail_is_what_follows_the_longest_compute_interval():
                           compute=np.stack([starts, starts + 10], 1))
     assert tail_fraction({"worker0": worker, "server0": server}) == pytest.approx(0.2)
     assert np.isnan(tail_fraction({"worker0": RankTimeline({"name": "w", "role": "worker"})}))
+
+
+def test_a_sharded_worker_tail_follows_its_last_reduce_scatter_and_its_collectives_are_timed():
+    """Iterations of 100 ns: compute 0-25, an all-gather 25-40, compute 40-70, a reduce-scatter
+    70-85, the update 85-95. The longest compute interval ends at 70, but the pass ends with the
+    reduce-scatter at 85: the tail is 0.15; 30 of 100 ns are spent in collectives."""
+    from driple.collect.labels.timeline import comm_fraction, tail_fraction
+    from driple.collect.timeline.record import COMM_KINDS, RankTimeline
+
+    starts = np.arange(0, 3000, 100)
+    iters = np.stack([starts, starts + 99], axis=1)
+    compute = np.concatenate([np.stack([starts, starts + 25], 1), np.stack([starts + 40, starts + 70], 1),
+                              np.stack([starts + 85, starts + 95], 1)])
+    comm = []
+    for i, s in enumerate(starts):
+        comm.append([i, -1, COMM_KINDS["allgather"], s + 25, s + 40, 8, 8])
+        comm.append([i, -1, COMM_KINDS["reducescatter"], s + 70, s + 85, 8, 8])
+    worker = RankTimeline({"name": "worker0", "role": "worker", "warmup": 2}, iters=iters,
+                          compute=compute[np.argsort(compute[:, 0])], comm=np.array(comm))
+    assert tail_fraction({"worker0": worker}) == pytest.approx(0.15)
+    assert comm_fraction({"worker0": worker}) == pytest.approx(0.30)
+    plain = RankTimeline({"name": "worker0", "role": "worker", "warmup": 2}, iters=iters,
+                         compute=compute[np.argsort(compute[:, 0])])
+    assert comm_fraction({"worker0": plain}) == 0.0
+    assert tail_fraction({"worker0": plain}) == pytest.approx(0.30)  # what follows the longest, 40-70

@@ -95,8 +95,30 @@ def test_sharded_memory_divides_state_and_holds_gathered_units():
     assert ddp.breakdown["optimizer_state"] == pytest.approx(2 * params, abs=16)  # Adam's 2 moments
     assert fsdp.breakdown["optimizer_state"] == pytest.approx(params, abs=16)      # ... over 2 workers
     assert fsdp.breakdown["communication"] == 0 and ddp.breakdown["communication"] > 0
-    if fsdp.phase == "forward/backward":  # both units gathered: their other halves are held
-        assert fsdp.breakdown["parameters"] == params // 2 + params // 2
+    assert fsdp.phase == "forward/backward"  # the shards, and a full copy of the larger unit (no root)
+    assert fsdp.breakdown["parameters"] == params // 2 + max(PARAMS)
     four = simulate(traced, "fsdp", workers=4)
+    assert four.breakdown["parameters"] - params // 4 == fsdp.breakdown["parameters"] - params // 2
     assert four.breakdown["optimizer_state"] == pytest.approx(2 * params / 4, abs=16)
     assert four.peak_bytes < fsdp.peak_bytes < ddp.peak_bytes
+
+
+def test_a_root_with_no_blocks_holds_its_parameters_twice():
+    """A model whose parameters are all the root's (an LSTM language model is one): FSDP2 keeps
+    the all-gather's buffer beside the unsharded copy until its forward ends."""
+    from driple.graph.memory import simulate
+    from driple.graph.trace import trace_training_step
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.out = nn.Linear(8, 16), nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.fc(x)))
+
+    traced = trace_training_step(Head(), (torch.randn(4, 8), torch.randint(0, 4, (4,))), None, "sgd")
+    assert unit_names(list(traced.param_names)) == [""]
+    fsdp = simulate(traced, "fsdp", workers=2)
+    assert fsdp.phase == "forward/backward"
+    assert fsdp.breakdown["parameters"] == sum(PARAMS) // 2 + 2 * sum(PARAMS)

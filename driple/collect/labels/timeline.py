@@ -271,18 +271,45 @@ def tail_fraction(timelines: dict[str, RankTimeline]) -> float:
     """The share of a step after its forward and backward pass, mean over the workers of the
     median over measured iterations: what follows the end of the iteration's longest compute
     interval (the forward and backward pass; the optimizer's update and the last communication
-    come after). What :class:`driple.graph.memory_cycle.TailFit` is fitted to; NaN without
-    compute intervals."""
+    come after), or of its last reduce-scatter where it has any (a sharded worker's pass is cut
+    into pieces by its collectives and ends with its last unit's reduce-scatter). What
+    :class:`driple.graph.memory_cycle.TailFit` is fitted to; NaN without compute intervals."""
+    def share(tl, lo, hi):
+        inside = tl.compute[(tl.compute[:, 0] >= lo) & (tl.compute[:, 0] < hi)]
+        if not len(inside) or hi <= lo:
+            return None
+        end = int(inside[np.argmax(inside[:, 1] - inside[:, 0]), 1])
+        scatters = tl.comm[(tl.comm[:, 2] == COMM_KINDS["reducescatter"]) & (tl.comm[:, 3] >= lo) & (tl.comm[:, 3] < hi)]
+        if len(scatters):
+            end = int(scatters[:, 4].max())
+        return max(0.0, 1 - (min(end, int(hi)) - lo) / (hi - lo))
+
+    return _worker_mean(timelines, share)
+
+
+def comm_fraction(timelines: dict[str, RankTimeline]) -> float:
+    """The share of a step a worker spends inside its blocking collectives (all-gathers and
+    reduce-scatters: a sharded worker's training thread waits in them), mean over the workers
+    of the median over measured iterations; 0 for a worker without any, NaN without
+    iterations. What :class:`~driple.graph.memory_cycle.TailFit` places a sharded step's
+    collectives in time with."""
+    kinds = [COMM_KINDS["allgather"], COMM_KINDS["reducescatter"]]
+
+    def share(tl, lo, hi):
+        c = tl.comm[np.isin(tl.comm[:, 2], kinds) & (tl.comm[:, 3] >= lo) & (tl.comm[:, 3] < hi)]
+        return float((np.minimum(c[:, 4], hi) - c[:, 3]).sum()) / (hi - lo) if hi > lo else None
+
+    return _worker_mean(timelines, share)
+
+
+def _worker_mean(timelines: dict[str, RankTimeline], share) -> float:
+    """Mean over the worker ranks of the median over measured iterations of ``share(tl, lo, hi)``
+    (None where an iteration has nothing to measure); NaN where no worker has a value."""
     per_rank = []
     for tl in timelines.values():
         if tl.meta.get("role", "worker") != "worker":
             continue
-        shares = []
-        for lo, hi in iteration_spans(tl.measured):
-            inside = tl.compute[(tl.compute[:, 0] >= lo) & (tl.compute[:, 0] < hi)]
-            if len(inside) and hi > lo:
-                longest = inside[np.argmax(inside[:, 1] - inside[:, 0])]
-                shares.append(max(0.0, 1 - (min(int(longest[1]), int(hi)) - lo) / (hi - lo)))
+        shares = [v for lo, hi in iteration_spans(tl.measured) if (v := share(tl, int(lo), int(hi))) is not None]
         if shares:
             per_rank.append(float(np.median(shares)))
     return float(np.mean(per_rank)) if per_rank else float("nan")
