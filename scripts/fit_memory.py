@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT_OF_ZOO = {"cpu-ddp-w2-lo": ["datasets/out-of-zoo"],
               "cpu-ps-p1w2-1g": ["datasets/v2-intel/out-of-zoo-cpu-ps-p1w2-1g"]}
+OTHER_MACHINES = {"cpu-ps-p1w2-1g": ["datasets/v2/cpu-ps-p1w2-1g"]}  # its rows on the AMD EPYC host
 
 
 def main(argv=None) -> int:
@@ -48,12 +49,18 @@ def main(argv=None) -> int:
             continue
         ooz = OUT_OF_ZOO.get(s, [])  # relative to the checkout: run from its root
         evaluation = args.evaluation or str(Path(args.figures).parent if args.figures else models_dir() / "evaluation")
-        records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True, evaluation_dir=evaluation)
+        records[s] = fit_setting(s, args.datasets, out_of_zoo=ooz, progress=True, evaluation_dir=evaluation,
+                                 other_machines=OTHER_MACHINES.get(s, []))
         r = records[s]
         print(f"{s}: offset {r['offset_mb']:.1f} MB, scale {r['scale']:.3f}; held-out families MAPE "
               f"{r['lofo_mape']:.2f} % (median {r['lofo_median']:.2f} %), 90 % of errors within "
               f"{100 * r['interval_rel']:.1f} %" + "".join(
                   f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
+        for path, o in r.get("other_machines", {}).items():
+            c = o.get("cycle") or {}
+            print(f"  on another machine ({path}, {o['jobs']} jobs): held-out families MAPE {o['lofo_mape']:.2f} %"
+                  + (f"; share MAE {c['share_mae']:.3f}, with the measured step burst "
+                     f"{c['with_measured_step']['burst_mape']:.1f} % idle {c['with_measured_step']['idle_mape']:.1f} %" if c else ""))
         if r.get("cycle_not_fitted"):
             print(f"  memory durations: no cycle fitted ({r['cycle_not_fitted']}); profiles keep the inspector's")
         cycle = r.get("cycle")

@@ -47,13 +47,15 @@ def leave_family_out(frame, simulated: np.ndarray, target: str = "memory_burst_a
 
 
 def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None, progress: bool = False,
-                evaluation_dir: str | None = None) -> dict:
+                evaluation_dir: str | None = None, other_machines: list | None = None) -> dict:
     """The memory record of a shipped setting: the simulator's offset and scale fitted on its
     inspector's training jobs, the leave-one-family-out error on its whole dataset, the 90th
     percentile of those errors (the interval a prediction gets), and the error on out-of-zoo
     datasets of the setting with the training fit; under ``cycle``, the memory durations'
     tail fit and figures (:func:`cycle_durations`; the held-out step predictions from the
-    evaluation in ``evaluation_dir`` where it has the setting's family split)."""
+    evaluation in ``evaluation_dir`` where it has the setting's family split); under
+    ``other_machines``, the same setting's rows measured on another machine, each scored on
+    its own (:func:`other_machine`)."""
     import os
 
     from driple.graph.memory import fit_offset, library_heap_mb
@@ -104,6 +106,28 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
             "library_heap_mb_median": float(np.median(heaps)),
             "without_library_heap": {"mape": float(100 * np.nanmean(np.abs(plain))),
                                      "median_signed": float(100 * np.nanmedian(plain))}}
+    for path in other_machines or []:
+        record.setdefault("other_machines", {})[str(path)] = other_machine(path, predictor.inspector.host, progress)
+    return record
+
+
+def other_machine(dataset_dir: str, fallback_host, progress: bool = False) -> dict:
+    """A setting's rows measured on another machine, scored as on the shipped one: the memory
+    amount leave one family out (offset and scale fitted on the other families of these rows)
+    and the cycle's share and durations with the measured step (the tail fitted on the other
+    families, at the rates its ``provenance.json`` records, else ``fallback_host``'s)."""
+    from driple.hardware.rows import recorded_provenance
+    from driple.inspector.dataset import read_results
+
+    frame = read_results(f"{dataset_dir}/results.csv", 10.0).reset_index(drop=True)
+    lofo = leave_family_out(frame, simulated_peaks(frame, progress=progress))
+    host = recorded_provenance(dataset_dir)[0] or fallback_host
+    record = {"jobs": lofo["jobs"], "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
+              "families": {k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+    if host is not None and "timeline_path" in frame:
+        cycle = cycle_durations(frame, simulated_cycles(frame, progress=progress), measured_tails(frame, dataset_dir),
+                                host, np.ones(len(frame), dtype=bool))
+        record["cycle"] = {k: cycle[k] for k in ("share_mae", "with_measured_step")}
     return record
 
 
