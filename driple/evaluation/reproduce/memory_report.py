@@ -34,4 +34,13 @@ def report_memory(memory: dict) -> list[str]:
             used = "the cycle" if cycle_wins(cycle) else "the inspector"
         lines.append(f"| {setting} | {_pct(r.get('lofo_mape'))} ({_pct(r.get('lofo_median'))}) | {ooz} | {measured} "
                      f"| {held} | {network} | {used} |")
+    others = [(s, path, o) for s, r in settings.items() for path, o in (r.get("other_machines") or {}).items()]
+    if others:
+        lines += ["", "The same settings' rows on another machine, fitted and scored on their own families:", ""]
+        for setting, path, o in others:
+            c = (o.get("cycle") or {}).get("with_measured_step")
+            lines.append(f"- {setting}, `{path}` ({o['jobs']} jobs): amount {_pct(o.get('lofo_mape'))} "
+                         f"({_pct(o.get('lofo_median'))})" + (
+                             f"; burst / idle with the measured step {c['burst_mape']:.1f} / {c['idle_mape']:.1f} %"
+                             if c else ""))
     return lines + [""]
