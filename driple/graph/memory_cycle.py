@@ -178,12 +178,11 @@ def memory_cycle(traced, strategy: str = "ddp", workers: int = 2, optimizer: Opt
     fwd = _thinned(change, forward)
     declared = worker_memory(strategy)
     calls = sent = None
-    if declared.sharded:  # read around each collective, no gradient hook: its own walk
-        from driple.graph.sharded_cycle import sharded_points
+    if declared.sharded and declared.sample_points:  # read around its collectives: its own walk
         from driple.strategies.registry import resolve_function
 
         units = resolve_function(declared.units)(list(traced.param_names))
-        walk = sharded_points(traced, units, workers, forward, live, loss, fwd)
+        walk = resolve_function(declared.sample_points)(traced, units, workers, forward, live, loss, fwd)
         points = np.array([w[0] for w in walk], dtype=int)
         levels, calls, sent = (np.array([w[k] for w in walk], dtype=np.float64) for k in (1, 2, 3))
     else:

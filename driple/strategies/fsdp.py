@@ -55,5 +55,6 @@ FSDP = register_strategy(Strategy(
     worker="driple.collect.workers.fsdp",
     comm_units="sharded units",
     link_use="duplex",
-    memory=WorkerMemory(units="driple.strategies.fsdp:fsdp_units", runtime_modules=("torch._dynamo",)),
+    memory=WorkerMemory(units="driple.strategies.fsdp:fsdp_units", runtime_modules=("torch._dynamo",),
+                        sample_points="driple.graph.sharded_cycle:sharded_points"),
 ))

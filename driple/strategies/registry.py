@@ -53,12 +53,18 @@ class WorkerMemory:
             ``fully_shard``'s construction import ``torch._dynamo``, about 24 MB of heap): part of
             the fitted offset, so a user's model code that imports them too adds nothing for them
             (:func:`driple.graph.memory.library_heap_mb`).
+        sample_points: ``"module:function"`` giving the points where the strategy's collector
+            reads a sharded worker's memory and the collectives it waits in before each
+            (:func:`driple.graph.sharded_cycle.sharded_points` is its signature); None: module
+            boundaries of the forward pass and each gradient's accumulation
+            (:func:`driple.graph.memory_cycle.memory_cycle`).
     """
 
     gradient_copy: bool = False
     optimizer_on_worker: bool = True
     units: Optional[str] = None
     runtime_modules: tuple = ()
+    sample_points: Optional[str] = None
 
     @property
     def sharded(self) -> bool:
