@@ -288,3 +288,22 @@ def ddp_job(tmp_path_factory):
     spec = JobSpec(model=f"{COLLECT_WORKLOADS}:tiny_mlp", batch_size=32, knobs={"width": 1024}, warmup=5)
     result = run_job(spec, "cpu-ddp-w2-lo", seconds=10, out_dir=out, timeout=120)
     return out, result
+
+
+@pytest.fixture
+def root_only_model():
+    """A two-layer model whose parameters are all its own (no indexed block): FSDP's units hold
+    it as the root alone, as they hold an LSTM language model."""
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.out = nn.Linear(8, 16), nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.fc(x)))
+
+    torch.manual_seed(0)
+    return Head()

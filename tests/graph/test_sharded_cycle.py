@@ -32,19 +32,11 @@ def test_blocks_gather_twice_and_scatter_once_each():
     assert ddp.total_comm_calls == 0 and not ddp.comm_calls.any()
 
 
-def test_a_root_alone_holds_its_parameters_twice_until_its_forward_ends():
+def test_a_root_alone_holds_its_parameters_twice_until_its_forward_ends(root_only_model):
     """All parameters in the root: one gather, one reduce-scatter. Through the forward pass its
     buffer and its copy are both held (2P); at the reduce-scatter its input (P) beside the
     gradients' shard (P/2)."""
-    class Head(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc, self.out = nn.Linear(8, 16), nn.Linear(16, 4)
-
-        def forward(self, x):
-            return self.out(torch.relu(self.fc(x)))
-
-    traced = _step(Head())
+    traced = _step(root_only_model)
     params = sum(traced.param_bytes)
     c = memory_cycle(traced, "fsdp", 2)
     assert c.total_comm_calls == 2 and c.total_comm_bytes == 2 * params

@@ -103,21 +103,13 @@ def test_sharded_memory_divides_state_and_holds_gathered_units():
     assert four.peak_bytes < fsdp.peak_bytes < ddp.peak_bytes
 
 
-def test_a_root_with_no_blocks_holds_its_parameters_twice():
+def test_a_root_with_no_blocks_holds_its_parameters_twice(root_only_model):
     """A model whose parameters are all the root's (an LSTM language model is one): FSDP2 keeps
     the all-gather's buffer beside the unsharded copy until its forward ends."""
     from driple.graph.memory import simulate
     from driple.graph.trace import trace_training_step
 
-    class Head(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc, self.out = nn.Linear(8, 16), nn.Linear(16, 4)
-
-        def forward(self, x):
-            return self.out(torch.relu(self.fc(x)))
-
-    traced = trace_training_step(Head(), (torch.randn(4, 8), torch.randint(0, 4, (4,))), None, "sgd")
+    traced = trace_training_step(root_only_model, (torch.randn(4, 8), torch.randint(0, 4, (4,))), None, "sgd")
     assert unit_names(list(traced.param_names)) == [""]
     fsdp = simulate(traced, "fsdp", workers=2)
     assert fsdp.phase == "forward/backward"
