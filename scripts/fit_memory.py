@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT_OF_ZOO = {"cpu-ddp-w2-lo": ["datasets/out-of-zoo"],
               "cpu-ps-p1w2-1g": ["datasets/v2-intel/out-of-zoo-cpu-ps-p1w2-1g"]}
-OTHER_MACHINES = {"cpu-ps-p1w2-1g": ["datasets/v2/cpu-ps-p1w2-1g"]}  # its rows on the AMD EPYC host
+OTHER_MACHINES = {"cpu-ps-p1w2-1g": [{"dataset": "datasets/v2/cpu-ps-p1w2-1g",  # its rows on the AMD EPYC host
+                                       "out_of_zoo": ["datasets/v2/out-of-zoo-cpu-ps-p1w2-1g"]}]}
 
 
 def main(argv=None) -> int:
@@ -60,7 +61,9 @@ def main(argv=None) -> int:
             c = o.get("cycle") or {}
             print(f"  on another machine ({path}, {o['jobs']} jobs): held-out families MAPE {o['lofo_mape']:.2f} %"
                   + (f"; share MAE {c['share_mae']:.3f}, with the measured step burst "
-                     f"{c['with_measured_step']['burst_mape']:.1f} % idle {c['with_measured_step']['idle_mape']:.1f} %" if c else ""))
+                     f"{c['with_measured_step']['burst_mape']:.1f} % idle {c['with_measured_step']['idle_mape']:.1f} %" if c else "")
+                  + "".join(f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)"
+                            for k, v in o.get("out_of_zoo", {}).items()))
         if r.get("cycle_not_fitted"):
             print(f"  memory durations: no cycle fitted ({r['cycle_not_fitted']}); profiles keep the inspector's")
         cycle = r.get("cycle")

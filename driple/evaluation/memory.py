@@ -58,8 +58,8 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     its own (:func:`other_machine`)."""
     import os
 
-    from driple.graph.memory import fit_offset, library_heap_mb
-    from driple.inspector.dataset import job_config, read_results
+    from driple.graph.memory import fit_offset
+    from driple.inspector.dataset import read_results
     from driple.predict.predictor import Predictor
     from driple.setting_datasets import SettingDatasets
     from driple.settings import parse_setting
@@ -93,37 +93,51 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
             record["cycle"]["network_held_out"] = network
     strategy = parse_setting(setting).strategy
     for path in out_of_zoo or []:
-        other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
-        sim = simulated_peaks(other, progress=progress)
-        heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"], strategy)
-                          for c in map(job_config, other.to_dict("records"))])
-        truth = other["memory_burst_amount"].to_numpy(dtype=np.float64)
-        err = (offset + heaps + scale * sim) / truth - 1
-        plain = (offset + scale * sim) / truth - 1
-        record.setdefault("out_of_zoo", {})[str(path)] = {
-            "jobs": int(np.isfinite(err).sum()), "mape": float(100 * np.nanmean(np.abs(err))),
-            "median_signed": float(100 * np.nanmedian(err)),
-            "library_heap_mb_median": float(np.median(heaps)),
-            "without_library_heap": {"mape": float(100 * np.nanmean(np.abs(plain))),
-                                     "median_signed": float(100 * np.nanmedian(plain))}}
-    for path in other_machines or []:
-        record.setdefault("other_machines", {})[str(path)] = other_machine(path, predictor.inspector.host, progress)
+        record.setdefault("out_of_zoo", {})[str(path)] = out_of_zoo_errors(path, offset, scale, strategy, progress)
+    for machine in other_machines or []:
+        record.setdefault("other_machines", {})[str(machine["dataset"])] = other_machine(
+            machine["dataset"], predictor.inspector.host, strategy, machine.get("out_of_zoo", ()), progress)
     return record
 
 
-def other_machine(dataset_dir: str, fallback_host, progress: bool = False) -> dict:
+def out_of_zoo_errors(path: str, offset: float, scale: float, strategy: str, progress: bool = False) -> dict:
+    """The memory amount of an out-of-zoo dataset's jobs with a fit's ``offset`` and ``scale``,
+    each job's library heap added (:func:`driple.graph.memory.library_heap_mb`; and without it)."""
+    from driple.graph.memory import library_heap_mb
+    from driple.inspector.dataset import job_config, read_results
+
+    other = read_results(f"{path}/results.csv", 10.0).reset_index(drop=True)
+    sim = simulated_peaks(other, progress=progress)
+    heaps = np.array([library_heap_mb(c["model"], c["batch_size"], c["knobs"], strategy)
+                      for c in map(job_config, other.to_dict("records"))])
+    truth = other["memory_burst_amount"].to_numpy(dtype=np.float64)
+    err = (offset + heaps + scale * sim) / truth - 1
+    plain = (offset + scale * sim) / truth - 1
+    return {"jobs": int(np.isfinite(err).sum()), "mape": float(100 * np.nanmean(np.abs(err))),
+            "median_signed": float(100 * np.nanmedian(err)), "library_heap_mb_median": float(np.median(heaps)),
+            "without_library_heap": {"mape": float(100 * np.nanmean(np.abs(plain))),
+                                     "median_signed": float(100 * np.nanmedian(plain))}}
+
+
+def other_machine(dataset_dir: str, fallback_host, strategy: str, out_of_zoo=(), progress: bool = False) -> dict:
     """A setting's rows measured on another machine, scored as on the shipped one: the memory
-    amount leave one family out (offset and scale fitted on the other families of these rows)
-    and the cycle's share and durations with the measured step (the tail fitted on the other
-    families, at the rates its ``provenance.json`` records, else ``fallback_host``'s)."""
+    amount leave one family out (offset and scale fitted on the other families of these rows),
+    its out-of-zoo datasets with the fit on all of them (:func:`out_of_zoo_errors`), and the
+    cycle's share and durations with the measured step (the tail fitted on the other families,
+    at the rates its ``provenance.json`` records, else ``fallback_host``'s)."""
+    from driple.graph.memory import fit_offset
     from driple.hardware.rows import recorded_provenance
     from driple.inspector.dataset import read_results
 
     frame = read_results(f"{dataset_dir}/results.csv", 10.0).reset_index(drop=True)
-    lofo = leave_family_out(frame, simulated_peaks(frame, progress=progress))
+    simulated = simulated_peaks(frame, progress=progress)
+    lofo = leave_family_out(frame, simulated)
     host = recorded_provenance(dataset_dir)[0] or fallback_host
     record = {"jobs": lofo["jobs"], "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
               "families": {k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+    if out_of_zoo:
+        offset, scale = fit_offset(simulated, frame["memory_burst_amount"].to_numpy(dtype=np.float64))
+        record["out_of_zoo"] = {str(p): out_of_zoo_errors(p, offset, scale, strategy, progress) for p in out_of_zoo}
     if host is not None and "timeline_path" in frame:
         cycle = cycle_durations(frame, simulated_cycles(frame, progress=progress), measured_tails(frame, dataset_dir),
                                 host, np.ones(len(frame), dtype=bool))

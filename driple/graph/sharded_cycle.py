@@ -8,10 +8,9 @@ gradient hook fires in the backward pass. What FSDP2 holds, as measured with a t
 ``fully_shard`` (glibc in-use bytes; see docs/memory.md):
 
 - a unit's all-gather allocates an output buffer of the unit's full size before it runs; the
-  copy-out then makes the unit's full parameters beside their shard. In the forward pass a
-  block's buffer stays until the next unit's all-gather is done, and so does the root's where
-  it is the only unit (until its forward ends); in the backward pass, and for a root with
-  blocks, it goes at once;
+  copy-out then makes the unit's full parameters beside their shard. In the forward pass the
+  buffer stays until the next unit's all-gather is done (a root that is the only unit: until
+  its forward ends); in the backward pass it goes at once;
 - a block unit is resharded after its forward (at the next unit's gather) and after its
   backward (its reduce-scatter); the root stays gathered from its forward to its
   reduce-scatter;
@@ -82,7 +81,7 @@ def sharded_points(traced, units: list, workers: int, forward: np.ndarray, live:
                 calls, moved = calls + 1, moved + size[k]
                 out.append((i, base(i) + held(), calls, moved))
                 gathered.add(k)  # copied out: first read at the next module boundary or collective
-                buffers = [k] if kind == "gather" and (k not in root or not blocks) else []
+                buffers = [k] if kind == "gather" else []
             elif kind == "reshard":
                 gathered.discard(k)
             elif kind == "forward_end":

@@ -58,8 +58,9 @@ def test_the_report_says_which_durations_profiles_take():
     assert rows[0].endswith("| 13.4 / 14.2 % (10.8 %) | 19.8 / 32.3 % | the cycle |")
     assert "| 14.6 % |" in rows[1] and rows[1].endswith("| the inspector |")
     assert not any("another machine" in line for line in lines)
-    other = {"jobs": 83, "lofo_mape": 0.70, "lofo_median": 0.63,
+    other = {"jobs": 83, "lofo_mape": 0.70, "lofo_median": 0.63, "out_of_zoo": {"v2/ooz": {"mape": 1.94}},
              "cycle": {"share_mae": 0.02, "with_measured_step": {"burst_mape": 6.2, "idle_mape": 7.0}}}
     lines = report_memory({"settings": {"b": {"lofo_mape": 3.2, "other_machines": {"v2/b": other}}}})
-    assert "- b, `v2/b` (83 jobs): amount 0.7 % (0.6 %); burst / idle with the measured step 6.2 / 7.0 %" in lines
+    assert ("- b, `v2/b` (83 jobs): amount 0.7 % (0.6 %); burst / idle with the measured step 6.2 / 7.0 %"
+            "; out of zoo `v2/ooz`: 1.9 %") in lines
     assert report_memory({"settings": {}}) == []

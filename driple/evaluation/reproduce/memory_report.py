@@ -42,5 +42,6 @@ def report_memory(memory: dict) -> list[str]:
             lines.append(f"- {setting}, `{path}` ({o['jobs']} jobs): amount {_pct(o.get('lofo_mape'))} "
                          f"({_pct(o.get('lofo_median'))})" + (
                              f"; burst / idle with the measured step {c['burst_mape']:.1f} / {c['idle_mape']:.1f} %"
-                             if c else ""))
+                             if c else "") + "".join(
+                             f"; out of zoo `{p}`: {v['mape']:.1f} %" for p, v in (o.get("out_of_zoo") or {}).items()))
     return lines + [""]
