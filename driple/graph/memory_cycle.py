@@ -253,5 +253,7 @@ class TailFit:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TailFit":
-        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")),
-                   [float(v) for v in d.get("comm", (0.0, 0.0))])
+        comm = [float(v) for v in d.get("comm", (0.0, 0.0))]
+        if len(comm) != 2:
+            raise ValueError(f"'comm' holds {len(comm)} weights, not 2 (per collective, per byte)")
+        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")), comm)
