@@ -90,20 +90,25 @@ class MemoryCycle:
 
     def comm_features(self, flops_per_s: float, bytes_per_s: float) -> np.ndarray:
         """What :class:`TailFit`'s collective weights multiply: the blocking collectives per
-        forward-and-backward second, and their bytes per second (in copy-seconds)."""
+        forward-and-backward second, their bytes per second (in copy-seconds), and the step's
+        first collective, where the ranks meet (the wait for the slower one), per second."""
         fb = max(self.fb_seconds(flops_per_s, bytes_per_s), 1e-12)
-        return np.array([self.total_comm_calls / fb, self.total_comm_bytes / bytes_per_s / fb])
+        return np.array([self.total_comm_calls / fb, self.total_comm_bytes / bytes_per_s / fb,
+                         float(self.total_comm_calls > 0) / fb])
 
     def burst_fraction(self, tail: float, flops_per_s: float, bytes_per_s: float,
-                       comm: Sequence[float] = (0.0, 0.0)) -> float:
+                       comm: Sequence[float] = (0.0, 0.0, 0.0)) -> float:
         """The share of the step the level is above its midpoint, when ``tail`` of the step
         comes after the backward pass (the step starts at the resting level) and each blocking
-        collective takes ``comm[0]`` roofline-seconds plus ``comm[1]`` times its copy-seconds."""
+        collective takes ``comm[0]`` roofline-seconds plus ``comm[1]`` times its copy-seconds,
+        and the first one ``comm[2]`` more (its third weight, where given)."""
         tail = float(np.clip(tail, 0.0, 0.95))
         cost = (self.flops / flops_per_s + self.bytes / bytes_per_s
-                + comm[0] * self.comm_calls + comm[1] * self.comm_bytes / bytes_per_s)
+                + comm[0] * self.comm_calls + comm[1] * self.comm_bytes / bytes_per_s
+                + (comm[2] if len(comm) > 2 else 0.0) * (self.comm_calls > 0))
         total = (self.fb_seconds(flops_per_s, bytes_per_s)
-                 + comm[0] * self.total_comm_calls + comm[1] * self.total_comm_bytes / bytes_per_s)
+                 + comm[0] * self.total_comm_calls + comm[1] * self.total_comm_bytes / bytes_per_s
+                 + (comm[2] if len(comm) > 2 else 0.0) * (self.total_comm_calls > 0))
         at = (cost / total if total > 0 else np.linspace(0, 1, len(cost))) * (1 - tail)
         times = np.concatenate([[0.0], at, [1 - tail, 1.0]])
         levels = np.concatenate([[0.0], self.levels, [self.tail_bytes]])
@@ -205,14 +210,15 @@ class TailFit:
     ``coef · MemoryCycle.tail_features``, non-negative least squares on measured tails
     (:func:`driple.collect.labels.timeline.tail_fraction`) at the measuring machine's rates.
     For a sharded worker also the time of its blocking collectives: ``comm`` (roofline-seconds
-    per collective, and a multiple of its copy-seconds), non-negative least squares of the
+    per collective, a multiple of its copy-seconds, and roofline-seconds more at the step's
+    first collective, where the ranks wait for each other), non-negative least squares of the
     measured time in them per forward-and-backward compute time
     (:func:`~driple.collect.labels.timeline.comm_fraction`) on
     :meth:`MemoryCycle.comm_features`."""
 
     coef: list = field(default_factory=lambda: [0.0] * (len(TAIL_KINDS) + 2))
     fitted_on: str = ""
-    comm: list = field(default_factory=lambda: [0.0, 0.0])
+    comm: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
     @classmethod
     def fit(cls, cycles: Sequence[MemoryCycle], tails: Sequence[float], flops_per_s: float,
@@ -228,12 +234,12 @@ class TailFit:
                               f"tail, got {int(ok.sum())}")
         x = np.array([c.tail_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, ok) if k])
         coef, _ = nnls(x, tails[ok] / (1 - tails[ok]))
-        comm = [0.0, 0.0]
+        comm = [0.0, 0.0, 0.0]
         if comm_fractions is not None:
             phi = np.asarray(comm_fractions, dtype=np.float64)
             rest = 1 - phi - tails
             use = ok & np.isfinite(phi) & (rest > 0) & np.array([c.total_comm_calls > 0 for c in cycles])
-            if use.sum() >= 2:
+            if use.sum() >= 3:
                 xc = np.array([c.comm_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, use) if k])
                 comm = [float(v) for v in nnls(xc, phi[use] / rest[use])[0]]
         return cls([float(v) for v in coef], fitted_on, comm)
@@ -248,12 +254,13 @@ class TailFit:
     def to_dict(self) -> dict:
         return {"coef": list(self.coef), "features": [f"{k}_param_bytes_per_fb_second" for k in TAIL_KINDS]
                 + ["last_message_bytes_per_fb_second", "1"],
-                "comm": list(self.comm), "comm_features": ["collectives_per_fb_second", "collective_bytes_per_fb_second"],
+                "comm": list(self.comm), "comm_features": ["collectives_per_fb_second", "collective_bytes_per_fb_second",
+                                                           "first_collective_per_fb_second"],
                 "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TailFit":
-        comm = [float(v) for v in d.get("comm", (0.0, 0.0))]
-        if len(comm) != 2:
-            raise ValueError(f"'comm' holds {len(comm)} weights, not 2 (per collective, per byte)")
+        comm = [float(v) for v in d.get("comm", (0.0, 0.0, 0.0))]
+        if len(comm) not in (2, 3):
+            raise ValueError(f"'comm' holds {len(comm)} weights, not 3 (per collective, per byte, the first)")
         return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")), comm)

@@ -97,8 +97,8 @@ def test_tail_fit_recovers_its_coefficients():
     assert fit.coef == pytest.approx(list(truth), rel=1e-6)
     assert fit.tail(cycles[0], 1.0, 1.0) == pytest.approx(r[0] / (1 + r[0]))
     assert TailFit.from_dict(fit.to_dict()).coef == fit.coef
-    assert TailFit.from_dict({"coef": fit.coef}).comm == [0.0, 0.0]  # a fit from before collectives
-    with pytest.raises(ValueError, match="not 2"):
+    assert TailFit.from_dict({"coef": fit.coef}).comm == [0.0, 0.0, 0.0]  # a fit from before collectives
+    with pytest.raises(ValueError, match="not 3"):
         TailFit.from_dict({**fit.to_dict(), "comm": [1.0]})
 
 

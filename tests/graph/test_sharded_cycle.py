@@ -57,3 +57,7 @@ def test_collectives_take_the_time_the_fit_gives_them():
     slow = c.burst_fraction(0.1, 1e9, 1e9, comm=(fb, 0.0))
     assert 0.0 <= free <= 1.0 and 0.0 <= slow <= 1.0 and slow != pytest.approx(free)
     assert c.burst_fraction(0.1, 1e9, 1e9, comm=(0.0, 0.0)) == free
+    # a wait at the first collective, where the ranks meet: the time before it is the same share
+    # of a longer step
+    waits = c.burst_fraction(0.1, 1e9, 1e9, comm=(0.0, 0.0, fb))
+    assert waits != pytest.approx(free)
