@@ -55,15 +55,13 @@ def main(argv=None) -> int:
         r = records[s]
         print(f"{s}: offset {r['offset_mb']:.1f} MB, scale {r['scale']:.3f}; held-out families MAPE "
               f"{r['lofo_mape']:.2f} % (median {r['lofo_median']:.2f} %), 90 % of errors within "
-              f"{100 * r['interval_rel']:.1f} %" + "".join(
-                  f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)" for k, v in r.get("out_of_zoo", {}).items()))
+              f"{100 * r['interval_rel']:.1f} %" + out_of_zoo_text(r))
         for path, o in r.get("other_machines", {}).items():
             c = o.get("cycle") or {}
             print(f"  on another machine ({path}, {o['jobs']} jobs): held-out families MAPE {o['lofo_mape']:.2f} %"
                   + (f"; share MAE {c['share_mae']:.3f}, with the measured step burst "
                      f"{c['with_measured_step']['burst_mape']:.1f} % idle {c['with_measured_step']['idle_mape']:.1f} %" if c else "")
-                  + "".join(f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)"
-                            for k, v in o.get("out_of_zoo", {}).items()))
+                  + out_of_zoo_text(o))
         if r.get("cycle_not_fitted"):
             print(f"  memory durations: no cycle fitted ({r['cycle_not_fitted']}); profiles keep the inspector's")
         cycle = r.get("cycle")
@@ -95,6 +93,12 @@ def main(argv=None) -> int:
                                        "settings": {**kept, **records}}, indent=2) + "\n")
         print(f"wrote {root / 'registry.json'} and {figures}")
     return 0
+
+
+def out_of_zoo_text(record: dict) -> str:
+    """``; <set>: MAPE % (median signed %)`` for each out-of-zoo set of a memory record."""
+    return "".join(f"; {Path(k).name}: {v['mape']:.1f} % ({v['median_signed']:+.1f} %)"
+                   for k, v in record.get("out_of_zoo", {}).items())
 
 
 def cycle_entry(record: dict) -> dict:

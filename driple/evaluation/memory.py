@@ -46,6 +46,13 @@ def leave_family_out(frame, simulated: np.ndarray, target: str = "memory_burst_a
             "predicted": pred.tolist()}
 
 
+def lofo_figures(lofo: dict) -> dict:
+    """What a memory record keeps of :func:`leave_family_out`: the MAPE, the median and each
+    family's MAPE."""
+    return {"lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
+            "families": {k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+
+
 def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None, progress: bool = False,
                 evaluation_dir: str | None = None, other_machines: list | None = None) -> dict:
     """The memory record of a shipped setting: the simulator's offset and scale fitted on its
@@ -77,9 +84,7 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     where = os.path.relpath(dataset)
     where = dataset if where.startswith("..") else where
     record = {"offset_mb": offset, "scale": scale, "fitted_on": f"{int(train.sum())} training jobs of {where}",
-              "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
-              "interval_rel": float(np.nanquantile(rel, 0.9)), "families": {
-                  k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+              **lofo_figures(lofo), "interval_rel": float(np.nanquantile(rel, 0.9))}
     if predictor.inspector.host is not None and "timeline_path" in frame:
         split = family_split(setting, evaluation_dir) if evaluation_dir else {}  # read once: megabytes
         try:  # the memory durations: a setting without timelines or an evaluation gets a note
@@ -133,8 +138,7 @@ def other_machine(dataset_dir: str, fallback_host, strategy: str, out_of_zoo=(),
     simulated = simulated_peaks(frame, progress=progress)
     lofo = leave_family_out(frame, simulated)
     host = recorded_provenance(dataset_dir)[0] or fallback_host
-    record = {"jobs": lofo["jobs"], "lofo_mape": lofo["mape"], "lofo_median": lofo["median_ape"],
-              "families": {k: round(v["mape"], 2) for k, v in lofo["families"].items()}}
+    record = {"jobs": lofo["jobs"], **lofo_figures(lofo)}
     if out_of_zoo:
         offset, scale = fit_offset(simulated, frame["memory_burst_amount"].to_numpy(dtype=np.float64))
         record["out_of_zoo"] = {str(p): out_of_zoo_errors(p, offset, scale, strategy, progress) for p in out_of_zoo}

@@ -103,12 +103,14 @@ class MemoryCycle:
         collective takes ``comm[0]`` roofline-seconds plus ``comm[1]`` times its copy-seconds,
         and the first one ``comm[2]`` more (its third weight, where given)."""
         tail = float(np.clip(tail, 0.0, 0.95))
-        cost = (self.flops / flops_per_s + self.bytes / bytes_per_s
-                + comm[0] * self.comm_calls + comm[1] * self.comm_bytes / bytes_per_s
-                + (comm[2] if len(comm) > 2 else 0.0) * (self.comm_calls > 0))
-        total = (self.fb_seconds(flops_per_s, bytes_per_s)
-                 + comm[0] * self.total_comm_calls + comm[1] * self.total_comm_bytes / bytes_per_s
-                 + (comm[2] if len(comm) > 2 else 0.0) * (self.total_comm_calls > 0))
+        per_call, per_byte, first = (list(comm) + [0.0, 0.0, 0.0])[:3]
+
+        def elapsed(flops, nbytes, calls, sent):  # at each point, and for the whole pass
+            return (flops / flops_per_s + nbytes / bytes_per_s + per_call * calls
+                    + per_byte * sent / bytes_per_s + first * (calls > 0))
+
+        cost = elapsed(self.flops, self.bytes, self.comm_calls, self.comm_bytes)
+        total = elapsed(self.total_flops, self.total_bytes, self.total_comm_calls, self.total_comm_bytes)
         at = (cost / total if total > 0 else np.linspace(0, 1, len(cost))) * (1 - tail)
         times = np.concatenate([[0.0], at, [1 - tail, 1.0]])
         levels = np.concatenate([[0.0], self.levels, [self.tail_bytes]])
