@@ -122,6 +122,9 @@ def describe(spec) -> str:
         lines.append("caches: " + ", ".join(f"{k} {_size(v)}" for k, v in sorted(spec.caches_bytes.items())))
     if spec.memory_bytes:
         lines.append(f"memory: {spec.memory_bytes / 2 ** 30:.1f} GiB")
+    if spec.blas_path:
+        lines.append(f"BLAS code path: {spec.blas_path} (MKL picks it by CPU vendor; its kept buffers "
+                     "move a worker's memory by up to 20 MB)")
     lines.append("links: " + (", ".join(f"{k} {v / 1e9:g} Gbit/s" for k, v in sorted(spec.links_bits_per_s.items()))
                               or "none with a known rate (loopback and veth have none)"))
     for g in spec.gpus:

@@ -84,6 +84,7 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
     where = os.path.relpath(dataset)
     where = dataset if where.startswith("..") else where
     record = {"offset_mb": offset, "scale": scale, "fitted_on": f"{int(train.sum())} training jobs of {where}",
+              "blas_buffers": True,  # the simulated peaks hold what the BLAS of each row's machine keeps
               **lofo_figures(lofo), "interval_rel": float(np.nanquantile(rel, 0.9))}
     if predictor.inspector.host is not None and "timeline_path" in frame:
         split = family_split(setting, evaluation_dir) if evaluation_dir else {}  # read once: megabytes

@@ -157,8 +157,11 @@ def build_input(
 def _memory_summary(traced, setting, comm=()) -> dict:
     """The simulated memory of the step (:mod:`driple.graph.memory`): its true peak with the
     breakdown, the peak at the points the collector samples (``memory_sampled_mb``), and the
-    level at those points over the step (``memory_cycle``, :mod:`driple.graph.memory_cycle`)."""
+    level at those points over the step (``memory_cycle``, :mod:`driple.graph.memory_cycle`), and
+    what the BLAS keeps on each code path measured (``memory_blas_mb``, :mod:`driple.hardware.blas`):
+    the machine a prediction describes picks one."""
     from driple.graph.memory import simulate_both, step_parts
+    from driple.hardware.blas import PATHS, kept_buffer_bytes
     from driple.graph.memory_cycle import memory_cycle
 
     strategy, workers = getattr(setting, "strategy", None) or "none", getattr(setting, "workers", 2)
@@ -166,7 +169,8 @@ def _memory_summary(traced, setting, comm=()) -> dict:
     whole, seen = simulate_both(traced, strategy, workers, parts=parts)
     return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
             "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
-            "memory_sampled_mb": seen.peak_mb, "memory_cycle": memory_cycle(traced, strategy, workers, parts=parts, comm=comm).to_dict()}
+            "memory_sampled_mb": seen.peak_mb, "memory_cycle": memory_cycle(traced, strategy, workers, parts=parts, comm=comm).to_dict(),
+            "memory_blas_mb": {path: kept_buffer_bytes(traced, path) / 1e6 for path in PATHS}}
 
 
 def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], grouper: FluidGrouper,

@@ -28,7 +28,9 @@ peak the collector's memory label sees instead: a rank reads its allocated bytes
 boundaries of the forward pass and after each gradient is accumulated (plus iteration marks),
 so a transient inside the backward pass between two gradients, or inside the optimizer's
 update, is not seen. On a CPU host the label (glibc's in-use bytes) also counts the runtime's
-own heap, a level the evaluation fits once on training jobs (:func:`fit_offset`).
+own heap, a level the evaluation fits once on training jobs (:func:`fit_offset`), and the
+packing buffers the BLAS keeps between matrix products, which depend on the machine's code path
+(:mod:`driple.hardware.blas`, :func:`with_blas_buffers`).
 """
 from __future__ import annotations
 
@@ -358,14 +360,27 @@ def _optimizer(traced) -> tuple[int, int]:
 
 
 def simulate_job(model: str, batch_size: int, optimizer: str = "sgd", strategy: str = "ddp",
-                 sampled: bool = False, workers: int = 2, **knobs) -> MemoryEstimate:
-    """:func:`simulate` for a zoo model or a user factory, traced on the meta device."""
+                 sampled: bool = False, workers: int = 2, blas_path: str = "", **knobs) -> MemoryEstimate:
+    """:func:`simulate` for a zoo model or a user factory, traced on the meta device; with a
+    ``blas_path``, the buffers the BLAS keeps on it added (:func:`with_blas_buffers`)."""
     from driple.graph.trace import trace_training_step
     from driple.zoo.workload import example_batch, load_workload
 
     wl = load_workload(model, batch_size, knobs, shapes_only=True)
     traced = trace_training_step(wl.model, example_batch(wl, batch_size), wl.loss_fn, optimizer)
-    return simulate(traced, strategy, sampled=sampled, workers=workers)
+    return with_blas_buffers(simulate(traced, strategy, sampled=sampled, workers=workers), traced, blas_path)
+
+
+def with_blas_buffers(estimate: MemoryEstimate, traced, blas_path: str) -> MemoryEstimate:
+    """``estimate`` with what the BLAS of code path ``blas_path`` keeps all step long
+    (:func:`driple.hardware.blas.kept_buffer_bytes`: ``blas_buffers`` in the breakdown); as it is
+    for a path not measured."""
+    from driple.hardware.blas import kept_buffer_bytes
+
+    kept = kept_buffer_bytes(traced, blas_path) if blas_path else None
+    if not kept:
+        return estimate
+    return MemoryEstimate(estimate.peak_bytes + kept, {**estimate.breakdown, "blas_buffers": kept}, estimate.phase)
 
 
 def fit_offset(simulated_mb, measured_mb) -> tuple[float, float]:

@@ -60,10 +60,12 @@ class OpNode:
     name ``make_fx`` would give the node; ``all_input_nodes`` the recorded nodes whose tensors
     the op read, in argument order. ``out_numel``/``out_bytes`` are the elements/bytes of its
     tensor outputs when it ran; ``flops`` torch's flop formula for matmul/conv/attention, else
-    ``out_numel``.
+    ``out_numel``. ``args``: for the ops a BLAS library may run (:data:`BLAS_OPS`), their
+    arguments with each tensor as ``(shape, strides)`` (what :mod:`driple.hardware.blas` reads:
+    a product's buffer depends on whether an operand is a transposed view), else ().
     """
 
-    __slots__ = ("name", "op", "target", "all_input_nodes", "out_numel", "out_bytes", "flops")
+    __slots__ = ("name", "op", "target", "all_input_nodes", "out_numel", "out_bytes", "flops", "args")
 
     def __init__(self, name: str, op: str, target: Any, inputs: tuple[OpNode, ...] = ()):
         self.name = name
@@ -73,6 +75,7 @@ class OpNode:
         self.out_numel = 0
         self.out_bytes = 0
         self.flops = 0
+        self.args = ()
 
     def __repr__(self) -> str:
         return f"OpNode({self.name!r}, {self.target})"
@@ -113,6 +116,22 @@ def _no_autocast_cache():
 
 
 _aten = torch.ops.aten
+
+#: Ops whose CPU kernels may call the BLAS's matrix product: their arguments are kept (shapes).
+BLAS_OPS = frozenset({_aten.mm.default, _aten.addmm.default, _aten.bmm.default, _aten.baddbmm.default,
+                      _aten.convolution.default, _aten.convolution_backward.default})
+
+
+def _shapes_of(args) -> tuple:
+    """``args`` with each tensor as ``(shape, strides)`` (tuples of ints), lists and tuples kept
+    as tuples."""
+    def one(a):
+        if isinstance(a, torch.Tensor):
+            return tuple(int(d) for d in a.shape), tuple(int(d) for d in a.stride())
+        if isinstance(a, (list, tuple)):
+            return tuple(one(x) for x in a)
+        return a
+    return tuple(one(a) for a in args)
 _HANDLED = (torch.Tensor, nn.Parameter, FakeTensor)
 _ACCESSORS = (_aten.size.default, _aten.stride.default, _aten.storage_offset.default)
 _DEVICE = torch.ops.prim.device.default
@@ -342,6 +361,8 @@ class _Recorder(TorchDispatchMode):
 
         node.out_numel, node.out_bytes = _tensor_size(out)
         node.flops = node.out_numel
+        if func in BLAS_OPS:
+            node.args = _shapes_of(args)
         if info.formula is not None:  # tensors the trace had not seen read as None, as in the fx graph
             fargs = [(a if id(a) in entries else None) if isinstance(a, torch.Tensor) else a for a in args]
             fkwargs = {k: (v if id(v) in entries else None) if isinstance(v, torch.Tensor) else v

@@ -9,6 +9,8 @@
   a job's compute while a one-thread matmul reads the same;
 - cache sizes from ``/sys/devices/system/cpu/cpu0/cache``, interface rates from
   ``/sys/class/net/*/speed``;
+- the code path this torch's BLAS takes on this CPU (:func:`blas_code_path`): MKL dispatches on
+  the CPU vendor, and the buffers it keeps between matrix products differ by path;
 - GPUs from ``torch.cuda.get_device_properties`` and NVML (memory bus width and clocks give the
   memory bandwidth; SMs x clock x the FLOPs an SM issues per clock give the peaks).
 
@@ -95,6 +97,33 @@ def usable_cores(affinity: Optional[int] = None, quota: Optional[float] = None) 
     if quota is None:
         quota = cgroup_quota_cores()
     return float(min(affinity, quota)) if quota is not None else float(affinity)
+
+
+def blas_code_path(library=None) -> str:
+    """The code path this torch's MKL takes on this CPU, ``"mkl-<n>"`` (``mkl_serv_cpu_detect``:
+    MKL picks it by CPU vendor as well as instruction set, so an AMD EPYC with AVX-512 and an
+    Intel Xeon get different ones); ``""`` without MKL. Why a spec names it: MKL keeps the
+    packing buffers of its matrix products between calls, and their sizes depend on the path.
+    The same parameter-server jobs hold 0 to 20 MB more per worker on an Intel Xeon than on an
+    AMD EPYC, and exactly as much more on the AMD host with MKL made to take its Intel path
+    (``docs/memory.md``). ``library``: the loaded library that holds MKL (default: torch's
+    ``libtorch_cpu``)."""
+    if library is None:
+        try:
+            import ctypes
+
+            import torch
+
+            library = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+        except OSError:  # another torch build (a macOS wheel, no MKL in it): no path to name
+            return ""
+    detect = getattr(library, "mkl_serv_cpu_detect", None)
+    if detect is None:
+        return ""
+    try:
+        return f"mkl-{int(detect())}"
+    except (TypeError, ValueError, OSError):
+        return ""
 
 
 def cache_sizes(cpu_dir: Path = SYS_CPU / "cpu0" / "cache") -> dict:
@@ -215,6 +244,7 @@ def probe(threads: int = 1, repeats: int = 5, gpus: bool = True) -> HardwareSpec
         threads_per_worker=int(threads), matmul_flops_per_s=rates, copy_bytes_per_s=copy,
         memory_bytes=int(psutil.virtual_memory().total), caches_bytes=cache_sizes(),
         links_bits_per_s=link_rates(), loopback_bytes_per_s=LOOPBACK_BYTES_PER_S, gpus=tuple(gpu_list),
+        blas_path=blas_code_path(),
         probed_at=stamp,
         how=f"probe {stamp} ({MATMUL_SIZE}^2 matmul and {COPY_BYTES >> 20} MiB copy on {threads} thread(s), "
             f"best of {repeats}; {time.perf_counter() - t0:.1f} s)")

@@ -9,6 +9,8 @@ fitted rates are fractions of them) and the facts that tell two machines apart:
 - logical CPUs, the cores a job can really use (affinity and cgroup quota), threads per worker;
 - cache sizes where the kernel shows them, host memory;
 - each network interface's rate where the kernel knows it (loopback and veth have none);
+- the code path of the BLAS on this CPU (``blas_path``, :func:`~driple.hardware.probe.blas_code_path`):
+  the buffers it keeps move a worker's memory by up to 20 MB;
 - on a GPU host, one :class:`GpuSpec` per GPU (name, SMs, memory, memory bandwidth, peak FLOPS).
 
 Specs are plain JSON (``to_dict``/``from_dict``); a spec of another version, or one without
@@ -69,6 +71,7 @@ class HardwareSpec:
     links_bits_per_s: dict = field(default_factory=dict)
     loopback_bytes_per_s: float = LOOPBACK_BYTES_PER_S
     gpus: tuple = ()
+    blas_path: str = ""
     probed_at: str = ""
     how: str = ""
     version: int = SPEC_VERSION

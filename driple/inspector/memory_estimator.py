@@ -19,23 +19,35 @@ TARGET = "memory_burst_amount"
 
 
 def simulated_peak(row: dict, cache: dict) -> float:
-    """The simulated peak (MB, at the collector's sample points) of a results row's job; NaN when
-    it cannot be traced. ``cache`` keeps one answer per job configuration."""
+    """The simulated peak (MB, at the collector's sample points) of a results row's job, with the
+    buffers the BLAS of the row's machine keeps (:func:`row_blas_path`); NaN when it cannot be
+    traced. ``cache`` keeps one answer per job configuration and machine."""
     from driple.errors import DripleError
     from driple.graph.memory import simulate_job
     from driple.inspector.dataset import job_config
     from driple.settings import parse_setting
 
     c = job_config(row)
-    key = json.dumps(c, sort_keys=True)
+    path = row_blas_path(row)
+    key = json.dumps([c, path], sort_keys=True)
     if key not in cache:
         try:
             setting = parse_setting(c["setting"])
             cache[key] = simulate_job(c["model"], c["batch_size"], c["optimizer"], setting.strategy,
-                                      sampled=True, workers=setting.workers, **c["knobs"]).peak_mb
+                                      sampled=True, workers=setting.workers, blas_path=path, **c["knobs"]).peak_mb
         except DripleError:
             cache[key] = float("nan")
     return cache[key]
+
+
+def row_blas_path(row: dict) -> str:
+    """The BLAS code path of the machine a results row names (its spec's, else the one recorded
+    for its ``cpu_model``: :func:`driple.hardware.blas.machine_path`)."""
+    from driple.hardware.blas import machine_path
+    from driple.hardware.rows import row_spec
+
+    spec = row_spec(row)
+    return machine_path(spec.blas_path if spec is not None else "", row.get("cpu_model"))
 
 
 class MemoryEstimator(Estimator):

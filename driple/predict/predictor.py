@@ -121,15 +121,19 @@ class Predictor:
             return None
         offset, scale = float(fit["offset_mb"]), float(fit["scale"])
         capacity = self.slot_memory_mb()
+        path = self.blas_path()
         records, sampled = [], []
         for s in summaries:
             heap = float(s.get("library_heap_mb") or 0.0)
-            sampled.append(offset + heap + scale * float(s["memory_sampled_mb"]))
-            peak = offset + heap + scale * float(s["memory_peak_mb"])
+            blas = float((s.get("memory_blas_mb") or {}).get(path) or 0.0)
+            sampled.append(offset + heap + scale * (float(s["memory_sampled_mb"]) + blas))
+            peak = offset + heap + scale * (float(s["memory_peak_mb"]) + blas)
             parts = {k: scale * float(v) for k, v in (s.get("memory_breakdown_mb") or {}).items()}
             parts["runtime"] = offset
             if heap:
                 parts["libraries"] = heap
+            if blas:
+                parts["blas_buffers"] = scale * blas
             record = {"source": "simulated", "peak_mb": peak, "phase": s.get("memory_phase"),
                       "breakdown_mb": parts, "slot_mb": capacity}
             if capacity:
@@ -137,6 +141,16 @@ class Predictor:
                 record["exceeds_by_mb"] = max(0.0, peak - capacity)
             records.append(record)
         return {"sampled_mb": np.array(sampled), "rel": float(fit.get("interval_rel", 0.05)), "records": records}
+
+    def blas_path(self) -> str:
+        """The BLAS code path of the machine predicted for, whose kept buffers a memory prediction
+        adds (:mod:`driple.hardware.blas`); ``""`` when the setting's memory fit left them out
+        (an entry fitted before they were counted) or the machine's path is not known."""
+        from driple.hardware.blas import spec_path
+
+        if not (self.entry.get("memory") or {}).get("blas_buffers"):
+            return ""
+        return spec_path(self.hardware if self.hardware is not None else self.trained_hardware())
 
     def _memory_shares(self, graphs) -> Optional[dict]:
         """The memory cycle's answer for ``graphs`` (:mod:`driple.graph.memory_cycle`): per graph
@@ -178,7 +192,8 @@ class Predictor:
         offset, scale = float(fit["offset_mb"]) + float(library_heap_mb), float(fit["scale"])
 
         def peak_mb(batch: int) -> float:
-            sim = simulate_job(model, batch, optimizer, setting.strategy, workers=setting.workers, **(knobs or {}))
+            sim = simulate_job(model, batch, optimizer, setting.strategy, workers=setting.workers,
+                               blas_path=self.blas_path(), **(knobs or {}))
             return offset + scale * sim.peak_mb
 
         return {**largest_batch(peak_mb, capacity, start=start), "slot_mb": capacity}

@@ -104,3 +104,26 @@ def test_a_real_probe_of_this_host_is_a_spec():
     assert spec.flops_per_s > 1e8 and spec.copy_bytes_per_s > 1e7
     assert spec.cores_available > 0 and spec.logical_cpus >= 1 and spec.memory_bytes > 0
     assert HardwareSpec.from_dict(spec.to_dict()) == spec
+
+
+class FakeMkl:
+    """A library exposing MKL's dispatcher, as torch's libtorch_cpu does."""
+
+    def __init__(self, path: int):
+        self.path = path
+
+    def mkl_serv_cpu_detect(self):
+        return self.path
+
+
+def test_blas_code_path_names_mkls_dispatch_and_is_empty_without_mkl():
+    assert probe_mod.blas_code_path(FakeMkl(7)) == "mkl-7"
+    assert probe_mod.blas_code_path(FakeMkl(0)) == "mkl-0"
+    assert probe_mod.blas_code_path(object()) == ""  # a BLAS that is not MKL
+
+
+def test_a_spec_keeps_its_blas_path_and_an_older_spec_reads_without_one():
+    spec = probe_mod.probe(repeats=1, gpus=False)
+    assert HardwareSpec.from_dict(spec.to_dict()).blas_path == spec.blas_path
+    older = {k: v for k, v in spec.to_dict().items() if k != "blas_path"}
+    assert HardwareSpec.from_dict(older).blas_path == ""
