@@ -58,7 +58,10 @@ def main(argv=None) -> int:
               f"{100 * r['interval_rel']:.1f} %" + out_of_zoo_text(r))
         for path, o in r.get("other_machines", {}).items():
             c = o.get("cycle") or {}
+            carried = o.get("carried")
             print(f"  on another machine ({path}, {o['jobs']} jobs): held-out families MAPE {o['lofo_mape']:.2f} %"
+                  + (f"; with this machine's fit {carried['mape']:.2f} % (median signed {carried['signed_median']:+.2f} %)"
+                     if carried else "")
                   + (f"; share MAE {c['share_mae']:.3f}, with the measured step burst "
                      f"{c['with_measured_step']['burst_mape']:.1f} % idle {c['with_measured_step']['idle_mape']:.1f} %" if c else "")
                   + out_of_zoo_text(o))
@@ -81,7 +84,7 @@ def main(argv=None) -> int:
     if args.write:
         root = models_dir()
         set_entry_field("memory", {s: {**{k: v for k, v in r.items() if k in (
-            "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel")}, **cycle_entry(r)}
+            "offset_mb", "scale", "fitted_on", "lofo_mape", "interval_rel", "blas_buffers")}, **cycle_entry(r)}
             for s, r in records.items()}, root)
         figures = Path(args.figures) if args.figures else root / "evaluation" / "memory.json"
         kept = {}

@@ -102,7 +102,8 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
         record.setdefault("out_of_zoo", {})[str(path)] = out_of_zoo_errors(path, offset, scale, strategy, progress)
     for machine in other_machines or []:
         record.setdefault("other_machines", {})[str(machine["dataset"])] = other_machine(
-            machine["dataset"], predictor.inspector.host, strategy, machine.get("out_of_zoo", ()), progress)
+            machine["dataset"], predictor.inspector.host, strategy, machine.get("out_of_zoo", ()), progress,
+            shipped_fit=(offset, scale))
     return record
 
 
@@ -125,12 +126,15 @@ def out_of_zoo_errors(path: str, offset: float, scale: float, strategy: str, pro
                                      "median_signed": float(100 * np.nanmedian(plain))}}
 
 
-def other_machine(dataset_dir: str, fallback_host, strategy: str, out_of_zoo=(), progress: bool = False) -> dict:
+def other_machine(dataset_dir: str, fallback_host, strategy: str, out_of_zoo=(), progress: bool = False,
+                  shipped_fit: tuple | None = None) -> dict:
     """A setting's rows measured on another machine, scored as on the shipped one: the memory
     amount leave one family out (offset and scale fitted on the other families of these rows),
     its out-of-zoo datasets with the fit on all of them (:func:`out_of_zoo_errors`), and the
     cycle's share and durations with the measured step (the tail fitted on the other families,
-    at the rates its ``provenance.json`` records, else ``fallback_host``'s)."""
+    at the rates its ``provenance.json`` records, else ``fallback_host``'s); with
+    ``shipped_fit`` (offset, scale), the memory amount carried: the shipped machine's fit on
+    these rows, each simulated with its own machine's BLAS buffers (``carried``)."""
     from driple.graph.memory import fit_offset
     from driple.hardware.rows import recorded_provenance
     from driple.inspector.dataset import read_results
@@ -140,6 +144,10 @@ def other_machine(dataset_dir: str, fallback_host, strategy: str, out_of_zoo=(),
     lofo = leave_family_out(frame, simulated)
     host = recorded_provenance(dataset_dir)[0] or fallback_host
     record = {"jobs": lofo["jobs"], **lofo_figures(lofo)}
+    if shipped_fit is not None:
+        err = (shipped_fit[0] + shipped_fit[1] * simulated) / frame["memory_burst_amount"].to_numpy(dtype=np.float64) - 1
+        record["carried"] = {"mape": float(100 * np.nanmean(np.abs(err))), "median_ape": float(100 * np.nanmedian(np.abs(err))),
+                             "signed_median": float(100 * np.nanmedian(err))}
     if out_of_zoo:
         offset, scale = fit_offset(simulated, frame["memory_burst_amount"].to_numpy(dtype=np.float64))
         record["out_of_zoo"] = {str(p): out_of_zoo_errors(p, offset, scale, strategy, progress) for p in out_of_zoo}

@@ -39,8 +39,10 @@ def report_memory(memory: dict) -> list[str]:
         lines += ["", "The same settings' rows on another machine, fitted and scored on their own families:", ""]
         for setting, path, o in others:
             c = (o.get("cycle") or {}).get("with_measured_step")
+            carried = o.get("carried")
             lines.append(f"- {setting}, `{path}` ({o['jobs']} jobs): amount {_pct(o.get('lofo_mape'))} "
                          f"({_pct(o.get('lofo_median'))})" + (
+                             f", with the shipped machine's fit {_pct(carried['mape'])}" if carried else "") + (
                              f"; burst / idle with the measured step {c['burst_mape']:.1f} / {c['idle_mape']:.1f} %"
                              if c else "") + "".join(
                              f"; out of zoo `{p}`: {v['mape']:.1f} %" for p, v in (o.get("out_of_zoo") or {}).items()))
