@@ -583,8 +583,15 @@ def _last_error(log: Path) -> str:
     for line in reversed(lines):
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
-            return line[:300]
+            return line[:300] + (_SHADOWED if "partially initialized module" in line else "")
     return lines[-1][:300] if lines else "no output"
+
+
+#: A worker runs with ``python -m``, which puts the current directory first on its path: a file
+#: there named like a module the standard library imports (``nt.py``, which ``ntpath`` tries
+#: first) runs before torch has finished importing, and a worker then fails this way.
+_SHADOWED = (" (a file in the directory the collector was started from, or on PYTHONPATH, may have the "
+             "name of a module Python imports, such as nt.py or stat.py: start it from another directory)")
 
 
 _PEER_LOSS = ("connection", "closed", "broken pipe", "reset by peer", "gloo", "nccl", "tensorpipe",

@@ -21,3 +21,14 @@ def test_failure_reason_prefers_the_root_cause(tmp_path):
     assert _last_error(tmp_path / "none.log") == "no output"
     assert _is_peer_loss("worker0 exited with code 1: RuntimeError: Connection closed by peer")
     assert not _is_peer_loss("worker1 exited with code 1: RuntimeError: injected crash at 3")
+
+
+def test_a_module_shadowed_by_a_file_in_the_start_directory_is_named_as_the_likely_cause(tmp_path):
+    log = tmp_path / "w.log"
+    log.write_text("Traceback (most recent call last):\nAttributeError: partially initialized module 'torch' has "
+                   "no attribute 'distributed' (most likely due to a circular import)\n")
+    reason = _last_error(log)
+    assert reason.startswith("AttributeError: partially initialized module 'torch'")
+    assert "start it from another directory" in reason
+    log.write_text("AttributeError: 'NoneType' object has no attribute 'x'\n")
+    assert "another directory" not in _last_error(log)
