@@ -84,6 +84,8 @@ class HardwareSpec:
             raise DripleError(f"a hardware spec needs a positive copy bandwidth, not {self.copy_bytes_per_s!r}")
         object.__setattr__(self, "gpus", tuple(g if isinstance(g, GpuSpec) else GpuSpec.from_dict(g)
                                                for g in self.gpus))
+        if not isinstance(self.blas_path, str):
+            raise DripleError(f"a hardware spec's blas_path is a name such as \"mkl-0\", not {self.blas_path!r}")
 
     # ------------------------------------------------------------------ what a prediction uses
     @property

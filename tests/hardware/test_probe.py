@@ -127,3 +127,11 @@ def test_a_spec_keeps_its_blas_path_and_an_older_spec_reads_without_one():
     assert HardwareSpec.from_dict(spec.to_dict()).blas_path == spec.blas_path
     older = {k: v for k, v in spec.to_dict().items() if k != "blas_path"}
     assert HardwareSpec.from_dict(older).blas_path == ""
+
+
+def test_a_spec_whose_blas_path_is_not_a_name_is_refused_in_one_line():
+    from driple.errors import DripleError
+
+    record = {**probe_mod.probe(repeats=1, gpus=False).to_dict(), "blas_path": 7}
+    with pytest.raises(DripleError, match="blas_path is a name"):
+        HardwareSpec.from_dict(record)
