@@ -63,4 +63,8 @@ def test_the_report_says_which_durations_profiles_take():
     lines = report_memory({"settings": {"b": {"lofo_mape": 3.2, "other_machines": {"v2/b": other}}}})
     assert ("- b, `v2/b` (83 jobs): amount 0.7 % (0.6 %); burst / idle with the measured step 6.2 / 7.0 %"
             "; out of zoo `v2/ooz`: 1.9 %") in lines
+    carried = {**other, "carried": {"mape": 0.70, "median_ape": 0.5, "signed_median": 0.42}}
+    lines = report_memory({"settings": {"b": {"lofo_mape": 3.2, "other_machines": {"v2/b": carried}}}})
+    assert any(line.startswith("- b, `v2/b` (83 jobs): amount 0.7 % (0.6 %), with the shipped machine's fit 0.7 %;")
+               for line in lines)
     assert report_memory({"settings": {}}) == []
