@@ -28,12 +28,12 @@ require_checkout(__file__)  # it writes this checkout's trained_models/, never a
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def rejoined_scores(entry: dict, dataset, host, overlap: bool, terms: str) -> dict:
+def rejoined_scores(setting: str, entry: dict, datasets_dir: str, models_dir: str, overlap: bool, terms: str) -> dict:
     """Pooled score table of the rejoined predictions of one split's ``entry`` of accuracy.json."""
     import numpy as np
 
     from driple.errors import DripleError
-    from driple.inspector.roofline_estimator import rejoin
+    from driple.evaluation.rejoin import shipped_rejoin
     from driple.inspector.scores import score_table
 
     folds = entry.get("network_predictions")
@@ -41,7 +41,8 @@ def rejoined_scores(entry: dict, dataset, host, overlap: bool, terms: str) -> di
         raise DripleError("the evaluation kept no network predictions for it (an inspector without "
                           "a roofline, or an evaluation that predates them): run python "
                           "scripts/reproduce.py --sections accuracy")
-    predicted = np.concatenate(rejoin(dataset, folds, host, overlap=overlap, terms=terms))
+    dataset, per_fold = shipped_rejoin(setting, folds, datasets_dir, models_dir, overlap=overlap, terms=terms)
+    predicted = np.concatenate(per_fold)
     index = {j: i for i, j in enumerate(dataset.job_ids)}
     measured = np.asarray(dataset.targets, dtype=np.float64)[[index[j] for f in folds for j in f["test_job_ids"]]]
     return score_table(measured, predicted, list(dataset.target_names))
@@ -65,11 +66,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     from driple.errors import DripleError
-    from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import dataset_built_as
     from driple.inspector.scores import table_summary
-    from driple.predict.registry import resolve
-    from driple.setting_datasets import SettingDatasets
 
     out = {}
     try:
@@ -79,17 +76,12 @@ def main(argv=None) -> int:
                 settings = json.load(f).get("settings") or {}
         except (OSError, ValueError) as err:
             raise DripleError(f"cannot read {file}: {err}") from None
-        index = SettingDatasets.load(a.datasets_dir)
         for setting in a.settings or sorted(settings):
             entry = (settings.get(setting) or {}).get(a.split)
             if not entry:
                 raise DripleError(f"{file} has no {a.split} split of {setting}")
-            inspector = load_inspector(str(resolve(setting, root=a.models_dir)[0]))
-            if inspector.roofline is None:
-                raise DripleError(f"the shipped {setting} inspector has no roofline to join again")
-            dataset = dataset_built_as(inspector, index.dataset_dir(setting))
             try:
-                scores = rejoined_scores(entry, dataset, inspector.roofline.host, a.overlap, a.terms)
+                scores = rejoined_scores(setting, entry, a.datasets_dir, a.models_dir, a.overlap, a.terms)
             except DripleError as err:
                 raise DripleError(f"{setting}: {err}") from None
             mine, was = table_summary(scores), table_summary(entry["scores"]["inspector"])

@@ -262,23 +262,20 @@ def held_out_steps(setting: str, split: dict, datasets_root: str, models_root=No
     """``{job_id: step time}`` the shipped inspector predicted for each job with its family held
     out: the evaluation's kept network predictions (``split``, the setting's family split of its
     ``accuracy.json``: :func:`family_split`) joined to each fold's roofline again
-    (:func:`driple.inspector.roofline_estimator.rejoin`); empty when it kept none."""
-    from driple.inspector.checkpoint import load_inspector
-    from driple.inspector.dataset import dataset_built_as
-    from driple.inspector.roofline_estimator import rejoin
-    from driple.predict.registry import resolve
-    from driple.setting_datasets import SettingDatasets
+    (:func:`driple.evaluation.rejoin.shipped_rejoin`); empty when it kept none or the inspector
+    has no roofline."""
+    from driple.evaluation.rejoin import shipped_rejoin
 
     folds = split.get("network_predictions")
     if not folds:
         return {}
-    inspector = load_inspector(str(resolve(setting, root=models_root)[0]))
-    if inspector.roofline is None:
+    try:
+        dataset, predictions = shipped_rejoin(setting, folds, datasets_root, models_root)
+    except DripleError:  # no roofline to join
         return {}
-    dataset = dataset_built_as(inspector, SettingDatasets.load(datasets_root).dataset_dir(setting))
     j = list(dataset.target_names).index("step_time")
     out = {}
-    for fold, predicted in zip(folds, rejoin(dataset, folds, inspector.roofline.host)):
+    for fold, predicted in zip(folds, predictions):
         out.update({job: float(row[j]) for job, row in zip(fold["test_job_ids"], predicted)})
     return out
 
