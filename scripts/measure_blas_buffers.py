@@ -43,7 +43,9 @@ def measure(shapes) -> list:
     """``[(M, K, N, B transposed, bytes MKL holds)]`` after each product alone, one thread."""
     import torch
 
-    lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    from driple.hardware.probe import torch_cpu_library
+
+    lib = torch_cpu_library()
     lib.mkl_serv_mem_stat.restype = ctypes.c_int64
     torch.set_num_threads(1)
     out = []

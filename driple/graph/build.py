@@ -161,8 +161,8 @@ def _memory_summary(traced, setting, comm=()) -> dict:
     what the BLAS keeps on each code path measured (``memory_blas_mb``, :mod:`driple.hardware.blas`):
     the machine a prediction describes picks one."""
     from driple.graph.memory import simulate_both, step_parts
-    from driple.hardware.blas import PATHS, kept_buffer_bytes
     from driple.graph.memory_cycle import memory_cycle
+    from driple.hardware.blas import PATHS, kept_by_path
 
     strategy, workers = getattr(setting, "strategy", None) or "none", getattr(setting, "workers", 2)
     parts = step_parts(traced, strategy, workers)
@@ -170,7 +170,7 @@ def _memory_summary(traced, setting, comm=()) -> dict:
     return {"memory_peak_mb": whole.peak_mb, "memory_phase": whole.phase,
             "memory_breakdown_mb": {k: v / 1e6 for k, v in whole.breakdown.items()},
             "memory_sampled_mb": seen.peak_mb, "memory_cycle": memory_cycle(traced, strategy, workers, parts=parts, comm=comm).to_dict(),
-            "memory_blas_mb": {path: kept_buffer_bytes(traced, path) / 1e6 for path in PATHS}}
+            "memory_blas_mb": {path: kept / 1e6 for path, kept in kept_by_path(traced, PATHS).items()}}
 
 
 def summarize(graph: nx.DiGraph, traced, setting: Setting, comm: list[dict], grouper: FluidGrouper,

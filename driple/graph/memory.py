@@ -377,7 +377,7 @@ def with_blas_buffers(estimate: MemoryEstimate, traced, blas_path: str) -> Memor
     for a path not measured."""
     from driple.hardware.blas import kept_buffer_bytes
 
-    kept = kept_buffer_bytes(traced, blas_path) if blas_path else None
+    kept = kept_buffer_bytes(traced, blas_path)
     if not kept:
         return estimate
     return MemoryEstimate(estimate.peak_bytes + kept, {**estimate.breakdown, "blas_buffers": kept}, estimate.phase)

@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from driple.errors import DripleError
 from driple.graph.flops import flop_formula
+from driple.hardware.blas import BLAS_OPS
 from driple.zoo.workload import call_arguments, default_loss
 
 try:  # newer torch; an older make_fx ran every CompositeImplicitAutograd decomposition it met
@@ -60,9 +61,10 @@ class OpNode:
     name ``make_fx`` would give the node; ``all_input_nodes`` the recorded nodes whose tensors
     the op read, in argument order. ``out_numel``/``out_bytes`` are the elements/bytes of its
     tensor outputs when it ran; ``flops`` torch's flop formula for matmul/conv/attention, else
-    ``out_numel``. ``args``: for the ops a BLAS library may run (:data:`BLAS_OPS`), their
-    arguments with each tensor as ``(shape, strides)`` (what :mod:`driple.hardware.blas` reads:
-    a product's buffer depends on whether an operand is a transposed view), else ().
+    ``out_numel``. ``args``: for the ops a BLAS library may run
+    (:data:`~driple.hardware.blas.BLAS_OPS`), their arguments with each tensor as
+    ``(shape, strides)`` (what :mod:`driple.hardware.blas` reads: a product's buffer depends on
+    whether an operand is a transposed view), else ().
     """
 
     __slots__ = ("name", "op", "target", "all_input_nodes", "out_numel", "out_bytes", "flops", "args")
@@ -117,10 +119,6 @@ def _no_autocast_cache():
 
 _aten = torch.ops.aten
 
-#: Ops whose CPU kernels may call the BLAS's matrix product: their arguments are kept (shapes).
-BLAS_OPS = frozenset({_aten.mm.default, _aten.addmm.default, _aten.bmm.default, _aten.baddbmm.default,
-                      _aten.convolution.default, _aten.convolution_backward.default})
-
 
 def _shapes_of(args) -> tuple:
     """``args`` with each tensor as ``(shape, strides)`` (tuples of ints), lists and tuples kept
@@ -132,6 +130,8 @@ def _shapes_of(args) -> tuple:
             return tuple(one(x) for x in a)
         return a
     return tuple(one(a) for a in args)
+
+
 _HANDLED = (torch.Tensor, nn.Parameter, FakeTensor)
 _ACCESSORS = (_aten.size.default, _aten.stride.default, _aten.storage_offset.default)
 _DEVICE = torch.ops.prim.device.default

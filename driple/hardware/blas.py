@@ -19,8 +19,9 @@ MKL picks the path by CPU vendor as well as instruction set
   rows' memory to 0.1 MB): ``4.2 MB + 4 kc (min(M, 384) + min(N, 9984))``, N rounded up to 48
   (A unpacked below K 48: ``4.2 MB + 512 min(N, 9984)``); none below M or N 192, unless B is
   a transposed view (``x @ W.t()``, a linear layer's forward): then none below an M of about
-  K / 24 (16 from K 384), nor below an N of K or M + 1, whichever is more (192 at most). An Intel host keeps 0 to 20 MB more per worker than an AMD
-  one on the same job (``docs/memory.md``).
+  K / 24 (16 from K 384), nor below an N of K or M + 1, whichever is more (192 at most). An
+  Intel host keeps 0 to 20 MB more per worker than an AMD one on the same job
+  (``docs/memory.md``).
 
 ``kc`` is MKL's block of K (per path, :func:`_kc`). Which ops reach MKL on a one-thread worker
 (:func:`products`): matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``) and the
@@ -36,8 +37,12 @@ from typing import Callable, Iterable, Optional, Sequence
 import torch
 
 _aten = torch.ops.aten
+# a matrix product's A and B, by argument position
 _PRODUCTS = {_aten.mm.default: (0, 1), _aten.addmm.default: (1, 2), _aten.bmm.default: (0, 1),
              _aten.baddbmm.default: (1, 2)}
+#: The ops whose CPU kernels may hand MKL a matrix product: the trace keeps their arguments
+#: (:class:`~driple.graph.trace.OpNode` ``args``) for :func:`products`.
+BLAS_OPS = frozenset(_PRODUCTS) | {_aten.convolution.default, _aten.convolution_backward.default}
 
 
 def _round_up(n: int, to: int) -> int:
@@ -161,9 +166,15 @@ def products(nodes: Iterable) -> list[tuple[int, int, int, bool]]:
 def kept_buffer_bytes(traced, path: str) -> Optional[int]:
     """What MKL holds all step long in a worker of ``traced`` on code path ``path`` (bytes), or
     None for a path not measured (another BLAS, another MKL path): then nothing is added."""
-    if path not in PATHS:
-        return None
-    return kept_bytes(path, products(traced.graph_module.nodes))
+    return kept_by_path(traced, [path]).get(path)
+
+
+def kept_by_path(traced, paths) -> dict:
+    """``{path: bytes}`` :func:`kept_buffer_bytes` for each of ``paths`` that is measured, the
+    step's products listed once."""
+    measured = [p for p in paths if p in PATHS]
+    shapes = products(traced.graph_module.nodes) if measured else []
+    return {p: kept_bytes(p, shapes) for p in measured}
 
 
 #: The code path of the machines whose rows were measured before a spec named it (by the rows'

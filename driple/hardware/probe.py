@@ -99,6 +99,19 @@ def usable_cores(affinity: Optional[int] = None, quota: Optional[float] = None) 
     return float(min(affinity, quota)) if quota is not None else float(affinity)
 
 
+def torch_cpu_library():
+    """torch's ``libtorch_cpu`` loaded with ctypes (the MKL it links sits in it), or None for a
+    build without it (a macOS wheel)."""
+    import ctypes
+
+    import torch
+
+    try:
+        return ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    except OSError:
+        return None
+
+
 def blas_code_path(library=None) -> str:
     """The code path this torch's MKL takes on this CPU, ``"mkl-<n>"`` (``mkl_serv_cpu_detect``:
     MKL picks it by CPU vendor as well as instruction set, so an AMD EPYC with AVX-512 and an
@@ -108,15 +121,7 @@ def blas_code_path(library=None) -> str:
     AMD EPYC, and exactly as much more on the AMD host with MKL made to take its Intel path
     (``docs/memory.md``). ``library``: the loaded library that holds MKL (default: torch's
     ``libtorch_cpu``)."""
-    if library is None:
-        try:
-            import ctypes
-
-            import torch
-
-            library = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
-        except OSError:  # another torch build (a macOS wheel, no MKL in it): no path to name
-            return ""
+    library = torch_cpu_library() if library is None else library
     detect = getattr(library, "mkl_serv_cpu_detect", None)
     if detect is None:
         return ""

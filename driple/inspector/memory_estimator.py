@@ -43,11 +43,11 @@ def simulated_peak(row: dict, cache: dict) -> float:
 def row_blas_path(row: dict) -> str:
     """The BLAS code path of the machine a results row names (its spec's, else the one recorded
     for its ``cpu_model``: :func:`driple.hardware.blas.machine_path`)."""
-    from driple.hardware.blas import machine_path
+    from driple.hardware.blas import machine_path, spec_path
     from driple.hardware.rows import row_spec
 
     spec = row_spec(row)
-    return machine_path(spec.blas_path if spec is not None else "", row.get("cpu_model"))
+    return spec_path(spec) if spec is not None else machine_path("", row.get("cpu_model"))
 
 
 class MemoryEstimator(Estimator):

@@ -190,10 +190,11 @@ class Predictor:
             return None
         setting = parse_setting(self.setting)
         offset, scale = float(fit["offset_mb"]) + float(library_heap_mb), float(fit["scale"])
+        path = self.blas_path()
 
         def peak_mb(batch: int) -> float:
             sim = simulate_job(model, batch, optimizer, setting.strategy, workers=setting.workers,
-                               blas_path=self.blas_path(), **(knobs or {}))
+                               blas_path=path, **(knobs or {}))
             return offset + scale * sim.peak_mb
 
         return {**largest_batch(peak_mb, capacity, start=start), "slot_mb": capacity}

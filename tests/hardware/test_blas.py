@@ -2,7 +2,6 @@
 measured on the collecting host, the keep-the-biggest rule, which ops reach MKL, and on a host
 whose MKL path is known, the prediction against MKL's own count after the same products."""
 import ctypes
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +11,7 @@ from torch import nn
 from driple.graph.memory import simulate_job
 from driple.graph.trace import trace_training_step
 from driple.hardware import blas
-from driple.hardware.probe import blas_code_path
+from driple.hardware.probe import blas_code_path, torch_cpu_library
 
 MB = 1e6
 
@@ -80,7 +79,7 @@ def test_the_path_of_a_machine_and_a_simulation_with_and_without_it():
 
 @pytest.mark.skipif(blas_code_path() not in blas.PATHS, reason="this host's BLAS path is not one measured")
 def test_the_prediction_matches_what_mkl_holds_after_the_same_products_on_this_host():
-    lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    lib = torch_cpu_library()
     lib.mkl_serv_mem_stat.restype = ctypes.c_int64
     model = nn.Sequential(nn.Linear(300, 700), nn.ReLU(), nn.Linear(700, 2000), nn.ReLU(), nn.Linear(2000, 50))
     batch = torch.randn(400, 300)
