@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Choose the roofline's form on training and validation jobs only: the plain per-op-class sum
-against the sum with communication partly hidden under compute (``overlap``).
+against the sum with communication partly hidden under compute (``overlap``), and that with a
+cost per message of the strategy (``messages``: a collective call's wait, whatever its bytes).
 
     python scripts/choose_roofline_overlap.py              # every shipped inspector's jobs
     python scripts/choose_roofline_overlap.py --settings cpu-ddp-w2-1g --json
@@ -21,7 +22,8 @@ import sys
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FORMS = {"roofline": False, "roofline-overlap": True}
+#: form: (overlap, messages)
+FORMS = {"roofline": (False, False), "roofline-overlap": (True, False), "roofline-overlap-messages": (True, True)}
 
 
 def inner_leave_family_out(setting: str, models_dir: str) -> dict:
@@ -43,15 +45,15 @@ def inner_leave_family_out(setting: str, models_dir: str) -> dict:
     y = np.asarray(ds.targets, dtype=np.float64)[inner]
     durations = [j for j, t in enumerate(names) if t.endswith("_duration") or t == "step_time"]
     out = {"jobs": int(len(inner)), "families": sorted(set(family))}
-    for form, overlap in FORMS.items():
+    for form, (overlap, messages) in FORMS.items():
         pred = np.full(y.shape, np.nan)
         for f in sorted(set(family)):
             fit_on, held = inner[family != f], inner[family == f]
-            est = RooflineEstimator(host=inspector.host, overlap=overlap).fit(ds, fit_on)
+            est = RooflineEstimator(host=inspector.host, overlap=overlap, messages=messages).fit(ds, fit_on)
             pred[family == f] = est.predict(ds, held)
         mape = {names[j]: float(np.nanmean(np.abs(pred[:, j] - y[:, j]) / y[:, j]) * 100)
                 for j in durations if (y[:, j] > 0).all()}
-        whole = RooflineEstimator(host=inspector.host, overlap=overlap).fit(ds, inner)
+        whole = RooflineEstimator(host=inspector.host, overlap=overlap, messages=messages).fit(ds, inner)
         out[form] = {"step_time": mape.get("step_time"), "durations_median": float(np.median(list(mape.values()))),
                      "mape": mape, "overlap": whole.member_.overlap}
     return out
@@ -87,8 +89,8 @@ def main(argv=None) -> int:
         for form in FORMS:
             f = r[form]
             alphas = ", ".join(f"{t} {v:g}" for t, v in f["overlap"].items()) or "none"
-            print(f"  {form:17s} step time MAPE {f['step_time']:5.1f} %, durations median {f['durations_median']:5.1f} %"
-                  + (f"; overlap on all of them: {alphas}" if FORMS[form] else ""))
+            print(f"  {form:25s} step time MAPE {f['step_time']:5.1f} %, durations median {f['durations_median']:5.1f} %"
+                  + (f"; overlap on all of them: {alphas}" if FORMS[form][0] else ""))
     return 0
 
 

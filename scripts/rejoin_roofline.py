@@ -5,6 +5,7 @@ retrained: seconds instead of the evaluation's hours.
     python scripts/rejoin_roofline.py                              # as evaluated: a check
     python scripts/rejoin_roofline.py --terms physical             # a roofline variant
     python scripts/rejoin_roofline.py --settings cpu-ddp-w2-lo --no-overlap --json
+    python scripts/rejoin_roofline.py --messages                   # with the cost per message
 
 The evaluation (``python scripts/reproduce.py --sections accuracy``) keeps, per fold, the
 inspector's network predictions before its roofline was joined (``network_predictions`` in
@@ -28,7 +29,8 @@ require_checkout(__file__)  # it writes this checkout's trained_models/, never a
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def rejoined_scores(setting: str, entry: dict, datasets_dir: str, models_dir: str, overlap: bool, terms: str) -> dict:
+def rejoined_scores(setting: str, entry: dict, datasets_dir: str, models_dir: str, overlap: bool, terms: str,
+                    messages=None) -> dict:
     """Pooled score table of the rejoined predictions of one split's ``entry`` of accuracy.json."""
     import numpy as np
 
@@ -41,7 +43,8 @@ def rejoined_scores(setting: str, entry: dict, datasets_dir: str, models_dir: st
         raise DripleError("the evaluation kept no network predictions for it (an inspector without "
                           "a roofline, or an evaluation that predates them): run python "
                           "scripts/reproduce.py --sections accuracy")
-    dataset, per_fold = shipped_rejoin(setting, folds, datasets_dir, models_dir, overlap=overlap, terms=terms)
+    dataset, per_fold = shipped_rejoin(setting, folds, datasets_dir, models_dir, overlap=overlap, terms=terms,
+                                       messages=messages)
     predicted = np.concatenate(per_fold)
     index = {j: i for i, j in enumerate(dataset.job_ids)}
     measured = np.asarray(dataset.targets, dtype=np.float64)[[index[j] for f in folds for j in f["test_job_ids"]]]
@@ -62,6 +65,8 @@ def main(argv=None) -> int:
                    help="the roofline's terms (driple.inspector.roofline; default all, as shipped)")
     p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
                    help="fit the overlap of communication and compute (default on, as shipped)")
+    p.add_argument("--messages", action=argparse.BooleanOptionalAction, default=None,
+                   help="fit the cost per message of the strategy (default: as the shipped roofline was)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -81,7 +86,7 @@ def main(argv=None) -> int:
             if not entry:
                 raise DripleError(f"{file} has no {a.split} split of {setting}")
             try:
-                scores = rejoined_scores(setting, entry, a.datasets_dir, a.models_dir, a.overlap, a.terms)
+                scores = rejoined_scores(setting, entry, a.datasets_dir, a.models_dir, a.overlap, a.terms, a.messages)
             except DripleError as err:
                 raise DripleError(f"{setting}: {err}") from None
             mine, was = table_summary(scores), table_summary(entry["scores"]["inspector"])
@@ -92,10 +97,12 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if a.json:
-        print(json.dumps({"terms": a.terms, "overlap": a.overlap, "split": a.split, "settings": out}, indent=2))
+        print(json.dumps({"terms": a.terms, "overlap": a.overlap, "messages": a.messages, "split": a.split,
+                          "settings": out}, indent=2))
         return 0
-    print(f"roofline terms {a.terms}, overlap {'on' if a.overlap else 'off'}; {a.split} split; MAPE %, "
-          "rejoined (as evaluated)")
+    messages = "as shipped" if a.messages is None else ("on" if a.messages else "off")
+    print(f"roofline terms {a.terms}, overlap {'on' if a.overlap else 'off'}, messages {messages}; {a.split} split; "
+          "MAPE %, rejoined (as evaluated)")
     for setting, r in out.items():
         print(f"{setting}: step time {r['step_time_mape']:.2f} ({r['evaluated_step_time_mape']:.2f}), "
               f"median over the targets {r['median_mape']:.2f} ({r['evaluated_median_mape']:.2f})")

@@ -9,11 +9,12 @@ from driple.errors import DripleError
 
 
 def shipped_rejoin(setting: str, folds: Sequence[dict], datasets_root: str, models_root: Optional[str] = None,
-                   overlap: bool = True, terms: str = "all") -> tuple:
+                   overlap: bool = True, terms: str = "all", messages: Optional[bool] = None) -> tuple:
     """``(dataset, [[n_test, targets] per fold])``: the shipped ``setting`` inspector's network
     predictions an evaluation kept (``folds``), each fold joined to a roofline fitted on its
     training jobs (:func:`driple.inspector.roofline_estimator.rejoin`), on the setting's dataset
-    as that inspector builds it. A :class:`~driple.errors.DripleError` when the inspector has no
+    as that inspector builds it; with the message term where the shipped roofline has it
+    (``messages`` None) or as told. A :class:`~driple.errors.DripleError` when the inspector has no
     roofline."""
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.dataset import dataset_built_as
@@ -25,4 +26,6 @@ def shipped_rejoin(setting: str, folds: Sequence[dict], datasets_root: str, mode
     if inspector.roofline is None:
         raise DripleError(f"the shipped {setting} inspector has no roofline to join again")
     dataset = dataset_built_as(inspector, SettingDatasets.load(datasets_root).dataset_dir(setting))
-    return dataset, rejoin(dataset, folds, inspector.roofline.host, overlap=overlap, terms=terms)
+    if messages is None:
+        messages = inspector.roofline.messages
+    return dataset, rejoin(dataset, folds, inspector.roofline.host, overlap=overlap, terms=terms, messages=messages)

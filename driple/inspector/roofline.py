@@ -3,6 +3,7 @@ fitted rate per op class.
 
     duration ~ sum over op classes c of  a_c x FLOPs_c / GEMM FLOP/s  +  b_c x bytes_c / copy B/s
                + d x communicated bytes / link rate  +  e x compute ops x 10 us
+               + f x the strategy's messages x 1 ms
 
 The terms are the host figures' roofline (:mod:`driple.graph.summary_features`, its priors)
 split by op class (:data:`~driple.graph.summary_features.OP_CLASSES`). A CPU runs convolutions,
@@ -61,8 +62,12 @@ OP_OVERHEAD_S = 1e-5
 
 #: Overlap fractions the fit tries (module docstring); 0 is the plain sum.
 OVERLAP_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
-#: Column of the communication term in :func:`design_matrix`.
+#: Seconds one message of the strategy costs per unit of its weight (a collective's latency).
+MESSAGE_OVERHEAD_S = 1e-3
+#: Columns of :func:`design_matrix`: the communication term, the op overhead, the messages.
 COMM_COLUMN = 2 * len(OP_CLASSES)
+OVERHEAD_COLUMN = COMM_COLUMN + 1
+MESSAGE_COLUMN = COMM_COLUMN + 2
 
 
 #: The class whose rates a class takes when no training job has it (module docstring).
@@ -76,13 +81,15 @@ def is_duration(target: str) -> bool:
 
 
 def design_matrix(graph_features: np.ndarray, setting, host) -> np.ndarray:
-    """``[n, 2 x classes + 2]`` seconds per job: per class FLOPs / GEMM FLOP/s, per class traffic
-    / copy bandwidth, communication time (``prior_comm_s``), compute ops x :data:`OP_OVERHEAD_S`."""
+    """``[n, 2 x classes + 3]`` seconds per job: per class FLOPs / GEMM FLOP/s, per class traffic
+    / copy bandwidth, communication time (``prior_comm_s``), compute ops x :data:`OP_OVERHEAD_S`,
+    the strategy's messages x :data:`MESSAGE_OVERHEAD_S`."""
     f = np.atleast_2d(np.asarray(graph_features, dtype=np.float64))
     col = {k: f[:, i] for i, k in enumerate(GRAPH_FEATURES)}
     cols = [col[f"gflops_{c}"] * 1e9 / host.flops_per_s for c in OP_CLASSES]
     cols += [col[f"traffic_mb_{c}"] * 1e6 / host.memory_bytes_per_s for c in OP_CLASSES]
-    cols += [priors(f, setting, host)["prior_comm_s"], col["compute_ops"] * OP_OVERHEAD_S]
+    cols += [priors(f, setting, host)["prior_comm_s"], col["compute_ops"] * OP_OVERHEAD_S,
+             col["comm_messages"] * MESSAGE_OVERHEAD_S]
     return np.stack(cols, axis=1)
 
 
@@ -93,16 +100,20 @@ COMPUTE_CLASSES = ("conv", "matmul", "attn", "rnn")
 TERMS = ("all", "physical")
 
 
-def term_columns(terms: str) -> np.ndarray:
+def term_columns(terms: str, messages: bool = True) -> np.ndarray:
     """Boolean mask of the :func:`design_matrix` columns a fit with ``terms`` (``"all"`` or
-    ``"physical"``) may weight; communication and op overhead always."""
+    ``"physical"``) may weight; communication and op overhead always, the messages with
+    ``messages`` (off: the roofline of a checkpoint from before that term, fitted again alike)."""
     classes = list(OP_CLASSES)
     if terms == "all":
-        return np.ones(2 * len(classes) + 2, dtype=bool)
-    if terms != "physical":
+        flops = [True] * len(classes)
+        mask = flops + flops
+    elif terms == "physical":
+        flops = [c in COMPUTE_CLASSES for c in classes]
+        mask = flops + [not f for f in flops]
+    else:
         raise DripleError(f"unknown roofline terms {terms!r}; choose among {', '.join(TERMS)}")
-    flops = [c in COMPUTE_CLASSES for c in classes]
-    return np.array(flops + [not f for f in flops] + [True, True])
+    return np.array(mask + [True, True, bool(messages)])
 
 
 def fit_rates(X: np.ndarray, y: np.ndarray, columns: Optional[np.ndarray] = None) -> np.ndarray:
@@ -127,7 +138,10 @@ def _fit_rows(X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _compute_and_comm(X: np.ndarray, w: np.ndarray) -> tuple:
     """``(compute, comm)`` seconds of the design rows ``X`` with weights ``w``: the communication
-    term, and every other weighted term summed."""
+    term, and every other weighted term summed. The messages count with the compute: their cost
+    is the training thread's wait in each collective call, not bytes that move beside the
+    backward pass (on the shipped split's validation jobs of FSDP over loopback, the roofline's
+    step time 9.8 % off so, 11.4 % with the messages counted as communication)."""
     comm = X[:, COMM_COLUMN] * w[COMM_COLUMN]
     return X @ w - comm, comm
 
@@ -240,24 +254,31 @@ class RooflineMember:
         targets: The inspector's targets, in its order.
         setting: The setting the communication term is computed for.
         host: :class:`~driple.hardware.host_speed.HostSpeed` the terms divide by.
-        weights: ``{duration target: [weight per design column]}``.
+        weights: ``{duration target: [weight per design column]}`` (a shorter list, of a checkpoint
+            from before a column existed: 0 for the columns it lacks).
         modes: ``{duration target: mode}`` (:data:`MODES`), chosen on validation jobs.
         overlap: ``{duration target: alpha}`` (:func:`overlapped`; a target not in it: 0, the
             plain sum, as in checkpoints from before the overlap).
         terms: ``{duration target: "all" | "physical"}``, the terms its rates were fitted on
             (a record: the weights say it too; a target not in it: ``"all"``).
+        messages: Whether its rates were fitted with the message term (False in checkpoints
+            from before it: a fit again for them, :func:`driple.evaluation.rejoin.shipped_rejoin`,
+            leaves it out alike).
     """
 
     def __init__(self, targets: Sequence[str], setting: str, host, weights: dict, modes: dict,
-                 overlap: Optional[dict] = None, terms: Optional[dict] = None):
+                 overlap: Optional[dict] = None, terms: Optional[dict] = None, messages: bool = False):
         unknown = [m for m in modes.values() if m not in MODES]
         if unknown:
             raise DripleError(f"unknown roofline mode(s) {', '.join(unknown)}; choose among {', '.join(MODES)}")
         self.targets, self.setting, self.host = tuple(targets), str(setting), host
-        self.weights = {t: [float(x) for x in w] for t, w in weights.items()}
+        # a checkpoint from before the message term has no weight for it: 0, it reads as it did
+        width = MESSAGE_COLUMN + 1
+        self.weights = {t: [float(x) for x in w] + [0.0] * (width - len(w)) for t, w in weights.items()}
         self.modes = dict(modes)
         self.overlap = {t: float(a) for t, a in (overlap or {}).items() if a}
         self.terms = {t: str(v) for t, v in (terms or {}).items() if v != "all"}
+        self.messages = bool(messages)
         outside = [t for t, a in self.overlap.items() if not 0.0 <= a <= 1.0]
         if outside:
             raise DripleError(f"roofline overlap of {', '.join(outside)} must be between 0 and 1")
@@ -289,6 +310,8 @@ class RooflineMember:
             state["overlap"] = self.overlap
         if self.terms:  # absent: every term (checkpoints from before the choice read the same)
             state["terms"] = self.terms
+        if self.messages:  # absent: fitted before the message term
+            state["messages"] = True
         return state
 
     @classmethod
@@ -296,16 +319,17 @@ class RooflineMember:
         from driple.hardware.host_speed import HostSpeed
 
         return cls(state["targets"], state["setting"], HostSpeed.from_dict(state["host"]),
-                   state["weights"], state["modes"], state.get("overlap"), state.get("terms"))
+                   state["weights"], state["modes"], state.get("overlap"), state.get("terms"),
+                   bool(state.get("messages", False)))
 
 
 def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequence[str], setting: str,
-               host, overlap: bool = False, terms: str = "all") -> RooflineMember:
+               host, overlap: bool = False, terms: str = "all", messages: bool = True) -> RooflineMember:
     """A roofline fitted on jobs' stacked ``graph_features`` and ``measured`` targets ``[n,
     targets]``: the rates of every duration target (with ``overlap``, also its overlap fraction,
-    :func:`fit_overlap`) on the ``terms`` of :data:`TERMS`, each mode ``"inspector"`` until
-    :meth:`RooflineMember.choose`."""
-    cols = term_columns(terms)
+    :func:`fit_overlap`) on the ``terms`` of :data:`TERMS` (and the message term with
+    ``messages``), each mode ``"inspector"`` until :meth:`RooflineMember.choose`."""
+    cols = term_columns(terms, messages)
     X = design_matrix(graph_features, setting, host)
     y = np.asarray(measured, dtype=np.float64)
     weights, alphas, used = {}, {}, {}
@@ -315,4 +339,4 @@ def fit_member(graph_features: np.ndarray, measured: np.ndarray, targets: Sequen
         used[t] = terms
         w, alphas[t] = fit_overlap(X, y[:, j], columns=cols) if overlap else (fit_rates(X, y[:, j], cols), 0.0)
         weights[t] = fill_unseen_classes(w, X).tolist()
-    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"), alphas, used)
+    return RooflineMember(targets, setting, host, weights, dict.fromkeys(weights, "inspector"), alphas, used, messages)

@@ -31,8 +31,8 @@ class RooflineEstimator(Estimator):
 
     name = "roofline"
 
-    def __init__(self, host=None, overlap: bool = False, terms: str = "all"):
-        self.host, self.overlap, self.terms = host, bool(overlap), terms
+    def __init__(self, host=None, overlap: bool = False, terms: str = "all", messages: bool = True):
+        self.host, self.overlap, self.terms, self.messages = host, bool(overlap), terms, bool(messages)
         # as the registry names them: roofline[-physical][-overlap]
         self.name = "roofline" + (f"-{terms}" if terms != "all" else "") + ("-overlap" if self.overlap else "")
 
@@ -48,7 +48,7 @@ class RooflineEstimator(Estimator):
         self.member_ = fit_member(stack_graph_features(graphs),
                                   np.asarray(dataset.targets, dtype=np.float64)[train],
                                   list(dataset.target_names), self.setting_, self.host_,
-                                  overlap=self.overlap, terms=self.terms)
+                                  overlap=self.overlap, terms=self.terms, messages=self.messages)
         return self
 
     @property
@@ -96,18 +96,19 @@ class WithRoofline(Estimator):
 
 
 def fit_joined(dataset, train: Sequence[int], val: Sequence[int], inner_val: np.ndarray, host,
-               overlap: bool = True, terms: str = "all"):
+               overlap: bool = True, terms: str = "all", messages: bool = True):
     """A roofline fitted on the ``train`` jobs of ``dataset``, each duration's mode chosen on the
     ``val`` jobs against the inner estimator's predictions there (``inner_val``): how
     :class:`WithRoofline` joins it, and :func:`rejoin` joins it again."""
-    member = RooflineEstimator(host=host, overlap=overlap, terms=terms).fit(dataset, train).member_
+    member = RooflineEstimator(host=host, overlap=overlap, terms=terms, messages=messages).fit(dataset, train).member_
     if len(val):
         member.choose(np.asarray(inner_val, dtype=np.float64), graphs_of(dataset, val),
                       np.asarray(dataset.targets, dtype=np.float64)[list(val)])
     return member
 
 
-def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: str = "all") -> list:
+def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: str = "all",
+           messages: bool = True) -> list:
     """The inspector's predictions of each fold's test jobs with a roofline fitted again
     (``overlap``, ``terms``) and joined as :class:`WithRoofline` joins it, its network *not*
     retrained: each fold (``{"train_job_ids", "val_job_ids", "test_job_ids", "val", "test"}``, the
@@ -128,6 +129,6 @@ def rejoin(dataset, folds: Sequence[dict], host, overlap: bool = True, terms: st
     for fold in folds:
         train, val = where(fold["train_job_ids"], "training"), where(fold["val_job_ids"], "validation")
         test = where(fold["test_job_ids"], "test")
-        member = fit_joined(dataset, train, val, fold["val"], host, overlap=overlap, terms=terms)
+        member = fit_joined(dataset, train, val, fold["val"], host, overlap=overlap, terms=terms, messages=messages)
         out.append(member.combine(np.asarray(fold["test"], dtype=np.float64), graphs_of(dataset, test)))
     return out

@@ -9,7 +9,8 @@ from driple.errors import DripleError
 from driple.graph.summary_features import GRAPH_FEATURES, OP_CLASSES
 from driple.hardware.host_speed import HostSpeed
 from driple.hardware.scaling import carry, roofline_ratio
-from driple.inspector.roofline import RooflineMember, design_matrix, fit_rates
+from driple.inspector.roofline import (COMM_COLUMN, MESSAGE_COLUMN, OVERHEAD_COLUMN, RooflineMember,
+                                      design_matrix, fit_rates)
 
 SETTING = "cpu-ps-p1w2-1g"
 A = HostSpeed(flops_per_s=2e11, memory_bytes_per_s=2.5e10, cpu_model="machine A")
@@ -23,14 +24,15 @@ def jobs(n=60, seed=0):
         f[:, GRAPH_FEATURES.index(f"gflops_{c}")] *= rng.integers(0, 2, n)  # as long as FLOP terms
         f[:, GRAPH_FEATURES.index(f"traffic_mb_{c}")] *= 100.0
     f[:, GRAPH_FEATURES.index("compute_ops")] *= 500.0
+    f[:, GRAPH_FEATURES.index("comm_messages")] *= 50.0  # as long as the other terms
     return f
 
 
 def true_weights():
-    w = np.zeros(2 * len(OP_CLASSES) + 2)
+    w = np.zeros(2 * len(OP_CLASSES) + 3)
     w[: len(OP_CLASSES)] = np.linspace(1.5, 4.0, len(OP_CLASSES))  # 1 / utilisation of the matmul peak
     w[len(OP_CLASSES): 2 * len(OP_CLASSES)] = np.linspace(1.2, 2.0, len(OP_CLASSES))
-    w[-2:] = (1.1, 0.7)  # communication, per-op overhead
+    w[[COMM_COLUMN, OVERHEAD_COLUMN, MESSAGE_COLUMN]] = (1.1, 0.7, 0.9)  # communication, per op, per message
     return w
 
 

@@ -9,7 +9,8 @@ from driple.errors import DripleError
 from driple.hardware.host_speed import HostSpeed
 from driple.graph.summary_features import BASE_FEATURES, GRAPH_FEATURES, OP_CLASSES, feature_vector
 from driple.inspector.estimator_registry import make_estimator
-from driple.inspector.roofline import OP_OVERHEAD_S, design_matrix, is_duration
+from driple.inspector.roofline import (COMM_COLUMN, MESSAGE_COLUMN, MESSAGE_OVERHEAD_S, OP_OVERHEAD_S,
+                                      OVERHEAD_COLUMN, design_matrix, is_duration)
 from driple.inspector.roofline_estimator import RooflineEstimator
 from driple.metrics import target_names
 
@@ -17,22 +18,24 @@ HOST = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e8, memory_bytes=4e9, loop
 SETTING = "cpu-ddp-w2-lo"
 
 
-def features(conv_gflops=0.0, other_traffic_mb=0.0, comm_mb=0.0, compute_ops=0.0, matmul_gflops=0.0):
+def features(conv_gflops=0.0, other_traffic_mb=0.0, comm_mb=0.0, compute_ops=0.0, matmul_gflops=0.0,
+             messages=0.0):
     f = dict.fromkeys(GRAPH_FEATURES, 0.0)
     f.update({"gflops_conv": conv_gflops, "gflops_matmul": matmul_gflops,
               "traffic_mb_other": other_traffic_mb, "comm_tx_mb": comm_mb, "comm_rx_mb": comm_mb,
-              "compute_ops": compute_ops, "workers": 2.0})
+              "compute_ops": compute_ops, "comm_messages": messages, "workers": 2.0})
     return f
 
 
 def test_design_columns_by_hand():
-    X = design_matrix(np.array([feature_vector(features(2.0, 50.0, 3.0, 400.0))]), SETTING, HOST)
+    X = design_matrix(np.array([feature_vector(features(2.0, 50.0, 3.0, 400.0, messages=6.0))]), SETTING, HOST)
     classes = list(OP_CLASSES)
-    expected = np.zeros(2 * len(classes) + 2)
+    expected = np.zeros(2 * len(classes) + 3)
     expected[classes.index("conv")] = 2.0  # 2 GFLOP at 1 GFLOP/s
     expected[len(classes) + classes.index("other")] = 0.5  # 50 MB at 100 MB/s
-    expected[-2] = 0.3  # all-reduce: max(tx, rx) 3 MB over a 10 MB/s loopback
-    expected[-1] = 400 * OP_OVERHEAD_S
+    expected[COMM_COLUMN] = 0.3  # all-reduce: max(tx, rx) 3 MB over a 10 MB/s loopback
+    expected[OVERHEAD_COLUMN] = 400 * OP_OVERHEAD_S
+    expected[MESSAGE_COLUMN] = 6 * MESSAGE_OVERHEAD_S  # six buckets
     assert X[0] == pytest.approx(expected)
     assert is_duration("compute_idle_duration") and is_duration("step_time")
     assert not is_duration("memory_burst_amount")
@@ -66,7 +69,8 @@ def test_rates_recovered_on_unseen_jobs():
     X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
     classes = list(OP_CLASSES)
     w = np.zeros(X.shape[1])
-    w[classes.index("conv")], w[len(classes) + classes.index("other")], w[-2], w[-1] = 2.0, 3.0, 1.0, 0.5
+    w[classes.index("conv")], w[len(classes) + classes.index("other")], w[COMM_COLUMN], w[OVERHEAD_COLUMN] = \
+        2.0, 3.0, 1.0, 0.5
     names = list(target_names())
     y = np.where([is_duration(t) for t in names], (X @ w)[:, None], 7.0)
     jobs = Jobs(rows, y)
@@ -77,6 +81,41 @@ def test_rates_recovered_on_unseen_jobs():
     assert np.isnan(np.delete(pred, durations, axis=1)).all()
     assert est.weights_["step_time"][classes.index("matmul")] == pytest.approx(0.0, abs=1e-9)
     assert make_estimator("roofline").name == "roofline"
+
+
+def test_a_cost_per_message_is_recovered_and_counts_with_the_compute():
+    """Jobs whose step is compute (2 x conv term + 3 x the message term: a wait per collective call)
+    and communication with half the shorter hidden: the fit recovers the message rate and predicts
+    held-out jobs exactly; without the term (a checkpoint from before it, fitted again alike) it
+    cannot, and its member says so through a checkpoint's state."""
+    from driple.inspector.roofline import RooflineMember, fit_member, overlapped
+
+    rng = np.random.default_rng(5)
+    rows = [features(conv_gflops=rng.uniform(0.1, 1.0), comm_mb=rng.uniform(0.5, 20.0),
+                     messages=float(rng.integers(1, 60))) for _ in range(16)]
+    X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
+    w = np.zeros(X.shape[1])
+    w[list(OP_CLASSES).index("conv")], w[COMM_COLUMN], w[MESSAGE_COLUMN] = 2.0, 1.0, 3.0
+    step = overlapped(X, w, 0.5)
+    compute = 2.0 * X[:, list(OP_CLASSES).index("conv")] + 3.0 * X[:, MESSAGE_COLUMN]
+    assert step == pytest.approx(compute + X[:, COMM_COLUMN] - 0.5 * np.minimum(compute, X[:, COMM_COLUMN]))
+    names = list(target_names())
+    y = np.repeat(step[:, None], len(names), 1)
+    member = fit_member(np.array([feature_vector(r) for r in rows[:12]]), y[:12], names, SETTING, HOST, overlap=True)
+    jobs = [Data(graph_features=torch.tensor([feature_vector(r)], dtype=torch.float64)) for r in rows[12:]]
+    j = names.index("step_time")
+    assert member.messages and member.weights["step_time"][MESSAGE_COLUMN] == pytest.approx(3.0, rel=1e-6)
+    assert member.predict(jobs)[:, j] == pytest.approx(step[12:], rel=1e-6)
+    without = fit_member(np.array([feature_vector(r) for r in rows[:12]]), y[:12], names, SETTING, HOST,
+                         overlap=True, messages=False)
+    assert without.weights["step_time"][MESSAGE_COLUMN] == 0.0
+    assert not np.allclose(without.predict(jobs)[:, j], step[12:], rtol=1e-3)
+    assert RooflineMember.from_state(member.to_state()).messages
+    old = without.to_state()
+    assert "messages" not in old  # a checkpoint from before the term reads as it did
+    old["weights"] = {t: v[:MESSAGE_COLUMN] for t, v in old["weights"].items()}  # its shorter rows
+    again = RooflineMember.from_state(old)
+    assert not again.messages and again.predict(jobs) == pytest.approx(without.predict(jobs), nan_ok=True)
 
 
 def test_physical_terms_weight_only_flops_of_compute_classes_and_traffic_of_the_rest():
@@ -90,7 +129,8 @@ def test_physical_terms_weight_only_flops_of_compute_classes_and_traffic_of_the_
     mask = term_columns("physical")
     assert [mask[classes.index(c)] for c in classes] == [c in COMPUTE_CLASSES for c in classes]
     assert [mask[k + classes.index(c)] for c in classes] == [c not in COMPUTE_CLASSES for c in classes]
-    assert mask[-2:].all() and term_columns("all").all()
+    assert mask[[COMM_COLUMN, OVERHEAD_COLUMN, MESSAGE_COLUMN]].all() and term_columns("all").all()
+    assert not term_columns("all", messages=False)[MESSAGE_COLUMN]
     with pytest.raises(DripleError, match="unknown roofline terms"):
         term_columns("some")
     rng = np.random.default_rng(2)
@@ -127,7 +167,7 @@ def test_a_class_no_training_job_has_takes_the_rates_of_the_class_it_runs_like()
     rows = [features(conv_gflops=rng.uniform(0.1, 2), matmul_gflops=rng.uniform(0.1, 2)) for _ in range(6)]
     rnn_job = {**features(), "gflops_rnn": 1.0}
     classes = list(OP_CLASSES)
-    w = np.zeros(2 * len(classes) + 2)
+    w = np.zeros(2 * len(classes) + 3)
     w[classes.index("conv")], w[classes.index("matmul")] = 2.0, 4.0
     names = list(target_names())
     X = design_matrix(np.array([fv(r) for r in rows]), SETTING, HOST)
@@ -213,15 +253,15 @@ def _overlap_jobs(alpha, n=14, seed=3):
     rows = [features(conv_gflops=rng.uniform(0.1, 1.0), comm_mb=rng.uniform(0.5, 20.0),
                      compute_ops=rng.uniform(50, 500)) for _ in range(n)]
     X = design_matrix(np.array([feature_vector(r) for r in rows]), SETTING, HOST)
-    compute = 2.0 * X[:, list(OP_CLASSES).index("conv")] + 0.5 * X[:, -1]
-    comm = X[:, -2]
+    compute = 2.0 * X[:, list(OP_CLASSES).index("conv")] + 0.5 * X[:, OVERHEAD_COLUMN]
+    comm = X[:, COMM_COLUMN]
     return rows, X, compute + comm - alpha * np.minimum(compute, comm)
 
 
 def test_overlap_by_hand():
-    from driple.inspector.roofline import COMM_COLUMN, overlapped
+    from driple.inspector.roofline import overlapped
 
-    X = np.zeros((2, 2 * len(OP_CLASSES) + 2))
+    X = np.zeros((2, 2 * len(OP_CLASSES) + 3))
     X[:, 0] = [3.0, 1.0]  # compute seconds
     X[:, COMM_COLUMN] = [1.0, 4.0]  # communication seconds
     w = np.zeros(X.shape[1])
