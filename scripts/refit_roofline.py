@@ -11,7 +11,8 @@ the intervals calibrated again on its calibration jobs (the joined predictions c
 the card, scores and registry entry written again. An inspector whose roofline comes out the
 same (same rates, overlap and modes) is left untouched.
 
-A refitted inspector carries no unseen-family calibration (that one was of the old roofline):
+Its registry entry keeps the memory simulator's fit. A refitted inspector carries no
+unseen-family calibration and no ``carried`` figures (those were of the old roofline):
 run the evaluation (``python scripts/reproduce.py --sections accuracy ...``) and then
 ``python scripts/calibrate_unseen_families.py``.
 """
@@ -83,7 +84,7 @@ def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run:
     default = load_registry(models_dir).get("default") == setting
     shipped = ship(new, setting, description=entry.get("description", setting),
                    trained=entry.get("trained", "?"), command="\n".join(c for c in (before, command) if c),
-                   root=models_dir, default=default)
+                   root=models_dir, default=default, keep=kept_fields(entry))
     if trained_line:  # the network's training date stays; the card says when the roofline was refitted
         text = card.read_text().splitlines()
         now = next(i for i, line in enumerate(text) if line.startswith("Trained "))
@@ -92,6 +93,13 @@ def refit(setting: str, models_dir: Path, nominal: float, command: str, dry_run:
         card.write_text("\n".join(text) + "\n")  # the card is not in the checksum
     return {**record, "status": "refitted", "interval_coverage": cov.get("mean"),
             "test_mape_mean": shipped["scores"].get("test_mape_mean"), "sha256": shipped["sha256"]}
+
+
+def kept_fields(entry: dict) -> dict:
+    """What a refitted inspector's registry entry keeps of the old one: the memory simulator's fit
+    (no roofline changes it; its cycle's held-out figures are renewed by ``fit_memory.py``). The
+    unseen-family record and ``carried`` were of the old roofline's predictions and go."""
+    return {k: entry[k] for k in ("memory",) if entry.get(k) is not None}
 
 
 def main(argv=None) -> int:

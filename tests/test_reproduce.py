@@ -868,7 +868,7 @@ def test_readme_blocks_are_refreshed_from_results_and_nothing_else(reproduce, tm
 def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes(shipped, capsys):
     """scripts/refit_roofline.py: a shipped roofline unlike the one the code fits (here: its rates
     zeroed) is fitted again on the checkpoint's training jobs, the checksum renewed, the stale
-    unseen-family record dropped, the card's training date kept; a second run changes nothing,
+    unseen-family record dropped, the memory fit and the card's training date kept; a second run changes nothing,
     an inspector without a roofline is left alone."""
     from driple.inspector.checkpoint import load_inspector
     from driple.inspector.dataset import InspectorDataset
@@ -885,7 +885,9 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
     stale = with_roofline(inspector, ds, checkpoint_split(inspector, ds))
     stale.roofline.weights = {t: [0.0] * len(w) for t, w in stale.roofline.weights.items()}
     stale.info["unseen_family"] = {"modes": {}, "intervals": {}, "families": [], "source": {}}
-    ship(stale, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models, default=True)
+    fit = {"offset_mb": 100.0, "scale": 1.0, "fitted_on": "test"}
+    ship(stale, "cpu-ddp-w2-lo", description="source", trained="test", command="pytest", root=models, default=True,
+         keep={"memory": fit})
     card = models / "cpu-ddp-w2-lo" / "MODEL_CARD.md"
     card.write_text(card.read_text().replace("\nTrained ", "\nTrained 2000-01-01 00:00 UTC on x; was "))
 
@@ -896,6 +898,7 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
     assert "cpu-ddp-w2-lo: refitted" in capsys.readouterr().out
     path, entry = resolve("cpu-ddp-w2-lo", root=models)  # resolve checks the renewed checksum
     assert entry["sha256"] == sha256(path) and entry["description"] == "source"
+    assert entry["memory"] == fit  # the simulator's fit is no roofline's: it stays
     refitted = load_inspector(str(path))
     assert "unseen_family" not in refitted.info
     assert any(any(w) for w in refitted.roofline.weights.values())
@@ -908,7 +911,7 @@ def test_refit_roofline_fits_the_shipped_roofline_again_and_only_when_it_changes
 
 
 def test_choose_roofline_overlap_uses_only_the_inspectors_train_and_validation_jobs(shipped, capsys):
-    """scripts/choose_roofline_overlap.py: both forms scored by an inner leave-family-out over the
+    """scripts/choose_roofline_overlap.py: every form scored by an inner leave-family-out over the
     shipped inspector's train + validation jobs (no calibration or test job)."""
     from driple.inspector.checkpoint import load_inspector
     from driple.predict.registry import resolve
@@ -919,7 +922,8 @@ def test_choose_roofline_overlap_uses_only_the_inspectors_train_and_validation_j
     r = json.loads(capsys.readouterr().out)["cpu-ddp-w2-lo"]
     split = load_inspector(str(resolve("cpu-ddp-w2-lo", root=models)[0])).info["split"]
     assert r["jobs"] == len(split["train"]) + len(split["val"])
-    assert set(r) >= {"roofline", "roofline-overlap"} and r["roofline"]["overlap"] == {}
+    assert set(r) >= {"roofline", "roofline-overlap", "roofline-overlap-messages"} and r["roofline"]["overlap"] == {}
+    assert r["roofline-overlap-messages"]["step_time"] > 0
     assert r["roofline"]["step_time"] > 0 and r["roofline-overlap"]["step_time"] <= r["roofline"]["step_time"] * 1.5
     assert script.main(["--models-dir", str(models / "none")]) == 2
     assert "no shipped inspector" in capsys.readouterr().err

@@ -209,8 +209,10 @@ def _fmt(v, kind: str = "") -> str:
 
 
 def ship(inspector, setting: str, *, description: str, trained: str, command: str,
-         root: Optional[Path] = None, default: bool = False) -> dict:
-    """Save ``inspector`` as the shipped one of ``setting`` with card, scores and registry entry."""
+         root: Optional[Path] = None, default: bool = False, keep: Optional[dict] = None) -> dict:
+    """Save ``inspector`` as the shipped one of ``setting`` with card, scores and registry entry;
+    ``keep``: fields of the old entry that stay true of the new checkpoint (e.g. ``memory``, the
+    simulator's fit, which no network or roofline changes)."""
     from driple.predict.registry import models_dir, register
 
     root = Path(root) if root is not None else models_dir()
@@ -233,7 +235,7 @@ def ship(inspector, setting: str, *, description: str, trained: str, command: st
     return register(setting, path, description=description, trained=trained,
                     scores=summary_scores(inspector), card=f"{setting}/MODEL_CARD.md",
                     default=default, root=root, hardware=measured_on(inspector, provenance),
-                    resident=training_resident(inspector), spec=training_spec(inspector))
+                    resident=training_resident(inspector), spec=training_spec(inspector), **(keep or {}))
 
 
 def training_spec(inspector) -> Optional[dict]:
