@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT_OF_ZOO = {"cpu-ddp-w2-lo": ["datasets/out-of-zoo"],
               "cpu-ps-p1w2-1g": ["datasets/v2-intel/out-of-zoo-cpu-ps-p1w2-1g"],
-              "cpu-fsdp-w2-lo": ["datasets/v2/out-of-zoo-cpu-fsdp-w2-lo"]}
+              "cpu-fsdp-w2-lo": ["datasets/v2/out-of-zoo-cpu-fsdp-w2-lo"],
+              "cpu-fsdp-w2-1g": ["datasets/v2/out-of-zoo-cpu-fsdp-w2-1g"]}
 OTHER_MACHINES = {"cpu-ps-p1w2-1g": [{"dataset": "datasets/v2/cpu-ps-p1w2-1g",  # its rows on the AMD EPYC host
                                        "out_of_zoo": ["datasets/v2/out-of-zoo-cpu-ps-p1w2-1g"]}]}
 
