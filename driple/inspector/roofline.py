@@ -274,6 +274,10 @@ class RooflineMember:
         self.targets, self.setting, self.host = tuple(targets), str(setting), host
         # a checkpoint from before the message term has no weight for it: 0, it reads as it did
         width = MESSAGE_COLUMN + 1
+        wider = sorted(t for t, w in weights.items() if len(w) > width)
+        if wider:
+            raise DripleError(f"roofline weights of {', '.join(wider)} have more than the {width} terms this "
+                              "driple's roofline has: a checkpoint from a newer driple")
         self.weights = {t: [float(x) for x in w] + [0.0] * (width - len(w)) for t, w in weights.items()}
         self.modes = dict(modes)
         self.overlap = {t: float(a) for t, a in (overlap or {}).items() if a}

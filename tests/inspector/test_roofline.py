@@ -116,6 +116,10 @@ def test_a_cost_per_message_is_recovered_and_counts_with_the_compute():
     old["weights"] = {t: v[:MESSAGE_COLUMN] for t, v in old["weights"].items()}  # its shorter rows
     again = RooflineMember.from_state(old)
     assert not again.messages and again.predict(jobs) == pytest.approx(without.predict(jobs), nan_ok=True)
+    newer = member.to_state()
+    newer["weights"] = {t: v + [1.0] for t, v in newer["weights"].items()}  # a term this driple lacks
+    with pytest.raises(DripleError, match="newer driple"):
+        RooflineMember.from_state(newer)
 
 
 def test_physical_terms_weight_only_flops_of_compute_classes_and_traffic_of_the_rest():
