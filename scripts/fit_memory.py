@@ -78,6 +78,12 @@ def main(argv=None) -> int:
                       f"; with the inspector's held-out step ({held['step_mape']:.1f} %) burst "
                       f"{held['burst_mape']:.1f} % idle {held['idle_mape']:.1f} %" if held else
                       f" (no held-out step predictions in {evaluation})"))
+            rule, rule_own = cycle.get("with_unseen_rule_step"), cycle.get("unseen_rule_held_out")
+            if rule:
+                print(f"  with the unseen-family rule's step ({rule['step_mape']:.1f} %, nested: what a family "
+                      f"never trained on gets) burst {rule['burst_mape']:.1f} % idle {rule['idle_mape']:.1f} %"
+                      + (f"; the rule's own durations {rule_own['burst_mape']:.1f} % / {rule_own['idle_mape']:.1f} %"
+                         if rule_own else ""))
             network = cycle.get("network_held_out")
             if network:
                 print(f"  the inspector's own on the same families: burst {network['burst_mape']:.1f} % idle "
@@ -110,13 +116,13 @@ def cycle_entry(record: dict) -> dict:
     """What a registry entry keeps of the memory durations' fit, where the cycle beat the
     inspector's own durations on held-out families (:func:`driple.evaluation.memory.cycle_wins`):
     the tail fit, the rates it was fitted at, the share's errors and its held-out-family errors
-    with the inspector's held-out step."""
-    from driple.evaluation.memory import cycle_wins
+    with the step they were judged with (:func:`driple.evaluation.memory.compared`)."""
+    from driple.evaluation.memory import compared, cycle_wins
 
     cycle = record.get("cycle")
     if not cycle or not cycle_wins(cycle):
         return {}
-    held = cycle["with_held_out_step"]
+    held = compared(cycle)[0]
     return {"cycle": {"tail": cycle["tail"], "rates": cycle["rates"], "share_rel": cycle["share_rel"],
                       "held_out": {k: held[k] for k in ("burst_mape", "idle_mape", "jobs")}, "step": "predicted"}}
 

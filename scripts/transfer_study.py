@@ -18,7 +18,8 @@ import sys
 
 import torch
 
-from driple.evaluation.transfer import run_study, summarize
+from driple.collect.provenance import script_stamp
+from driple.evaluation.transfer import mean_rows, run_study, summarize
 from driple.inspector.checkpoint import load_inspector
 from driple.inspector.dataset import InspectorDataset
 from driple.inspector.transfer import SCHEMES, finetune_options
@@ -33,7 +34,13 @@ def main(argv=None) -> int:
     parser.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
     parser.add_argument("--epochs", type=int, default=None, help="upper bound (default: source's)")
     parser.add_argument("--patience", type=int, default=None, help="default: source's")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the target's split (its test jobs)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+                        help="repeat every run with these seeds (which training jobs a fraction keeps, "
+                             "the training's start); the summary compares means (default: --seed alone)")
+    parser.add_argument("--roofline", action=argparse.BooleanOptionalAction, default=None,
+                        help="join a roofline fitted on the same jobs to every fine-tuned network, as a "
+                             "shipped inspector joins it, and score that (default: when the source has one)")
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="'as good as' = NRMSE within this share of the reference (default 0.05)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -50,13 +57,24 @@ def main(argv=None) -> int:
     overrides = {k: v for k, v in (("epochs", args.epochs), ("patience", args.patience)) if v is not None}
     options = finetune_options(source, {**overrides, "seed": args.seed})
     print(f"transfer {source.setting} -> {dataset.setting}: {dataset}")
-    print(f"{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'MAPE%':>8s} {'train s':>9s} {'epochs':>7s}")
+    roofline = source.roofline is not None if args.roofline is None else args.roofline
+    if roofline:
+        print("scored: each network joined to a roofline fitted on the same jobs (--no-roofline: the networks alone)")
+    print(f"{'seed':>4s} {'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'MAPE%':>8s} {'step%':>8s} "
+          f"{'train s':>9s} {'epochs':>7s}")
     rows = run_study(source, dataset, sorted(args.fractions), args.schemes, options,
-                     progress=not args.quiet)
+                     progress=not args.quiet, seeds=args.seeds, roofline=roofline)
+    if len({r["seed"] for r in rows}) > 1:
+        print(f"mean over seeds:\n{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'sd':>6s} {'MAPE%':>8s} {'step%':>8s}")
+        for r in sorted(mean_rows(rows), key=lambda r: (r["fraction"], r["scheme"])):
+            print(f"{r['fraction']:8.0%} {r['scheme']:8s} {r['n_train']:6d} {r['nrmse']:8.3f} {r['nrmse_sd']:6.3f} "
+                  f"{r['mape']:8.1f} {r['step_mape']:8.1f}")
     print("\n".join(summarize(rows, args.tolerance)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"source": source.setting, "target": dataset.setting, "rows": rows}, f, indent=2)
+            json.dump({"source": source.setting, "target": dataset.setting, "roofline": roofline,
+                       "seeds": sorted({r["seed"] for r in rows}), "rows": rows, "means": mean_rows(rows),
+                       "summary": summarize(rows, args.tolerance), **script_stamp("transfer_study.py", argv)}, f, indent=2)
     return 0
 
 

@@ -90,13 +90,17 @@ def fit_setting(setting: str, datasets_root: str, out_of_zoo: list | None = None
         split = family_split(setting, evaluation_dir) if evaluation_dir else {}  # read once: megabytes
         try:  # the memory durations: a setting without timelines or an evaluation gets a note
             steps = held_out_steps(setting, split, datasets_root)
+            rule = unseen_rule_held_out(setting, evaluation_dir) if evaluation_dir else {}
             record["cycle"] = cycle_durations(frame, simulated_cycles(frame, progress=progress),
-                                              measured_tails(frame, dataset), predictor.inspector.host, train, steps)
+                                              measured_tails(frame, dataset), predictor.inspector.host, train, steps,
+                                              rule.get("steps"))
         except DripleError as err:
             record["cycle_not_fitted"] = str(err)
         network = network_held_out(split)
         if network and "cycle" in record:
             record["cycle"]["network_held_out"] = network
+        if rule.get("durations") and "cycle" in record:
+            record["cycle"]["unseen_rule_held_out"] = rule["durations"]
     strategy = parse_setting(setting).strategy
     for path in out_of_zoo or []:
         record.setdefault("out_of_zoo", {})[str(path)] = out_of_zoo_errors(path, offset, scale, strategy, progress)
@@ -202,11 +206,14 @@ def measured_tails(frame, dataset_dir: str) -> tuple[np.ndarray, np.ndarray]:
     return tails, comm
 
 
-def cycle_durations(frame, cycles: list, measured: tuple, host, train, steps: dict | None = None) -> dict:
+def cycle_durations(frame, cycles: list, measured: tuple, host, train, steps: dict | None = None,
+                    rule_steps: dict | None = None) -> dict:
     """The memory burst and idle durations of the simulated cycle: the tail fit on the ``train``
     rows (what a registry entry carries), and leave one family out: each family's rows placed
     with the tail fitted on the other families, times the measured step time, and times the
-    inspector's held-out step prediction where ``steps`` (``{job_id: s}``) has the job.
+    inspector's held-out step prediction where ``steps`` (``{job_id: s}``) has the job, and
+    times the unseen-family rule's (``rule_steps``, nested: what a profile of a family the
+    inspector never saw multiplies its share by).
     ``measured``: each row's measured tail and share in blocking collectives
     (:func:`measured_tails`)."""
     from driple.graph.memory_cycle import TailFit
@@ -250,12 +257,39 @@ def cycle_durations(frame, cycles: list, measured: tuple, host, train, steps: di
               "share_rel": {"memory_burst_duration": float(np.nanquantile(np.abs(share / measured_share - 1), 0.9)),
                             "memory_idle_duration": float(np.nanquantile(
                                 np.abs((1 - share) / (1 - measured_share) - 1), 0.9))}}
-    if steps:
-        ids = frame["job_id"].astype(str).to_numpy()
-        predicted = np.array([steps.get(j, np.nan) for j in ids], dtype=np.float64)
-        record["with_held_out_step"] = {**errors(predicted), "step_mape": float(
-            100 * np.nanmean(np.abs(predicted / measured_step - 1)))}
+    ids = frame["job_id"].astype(str).to_numpy()
+    for key, given in (("with_held_out_step", steps), ("with_unseen_rule_step", rule_steps)):
+        if given:
+            predicted = np.array([given.get(j, np.nan) for j in ids], dtype=np.float64)
+            record[key] = {**errors(predicted), "step_mape": float(
+                100 * np.nanmean(np.abs(predicted / measured_step - 1)))}
     return record
+
+
+def unseen_rule_held_out(setting: str, evaluation_dir: str) -> dict:
+    """What the unseen-family rule (``scripts/calibrate_unseen_families.py``, nested: each family
+    with the modes chosen on the others) gave each held-out family's jobs, from the
+    ``unseen_families.json`` beside the evaluation: ``{"steps": {job_id: s}, "durations":
+    {"burst_mape", "idle_mape"}}`` (its own memory durations' MAPE); {} where it kept none."""
+    import json
+    import os
+
+    path = os.path.join(evaluation_dir, "unseen_families.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            nested = ((json.load(f).get("settings") or {}).get(setting) or {}).get("nested") or {}
+    except (OSError, ValueError) as err:
+        raise DripleError(f"{path} is not readable ({err}); run scripts/calibrate_unseen_families.py again") from None
+    steps, mape = (nested.get("per_job") or {}).get("step_time"), nested.get("mape") or {}
+    if not steps:
+        return {}
+    out = {"steps": {str(k): float(v) for k, v in steps.items()}}
+    if mape.get("memory_burst_duration") is not None and mape.get("memory_idle_duration") is not None:
+        out["durations"] = {"burst_mape": float(mape["memory_burst_duration"]),
+                            "idle_mape": float(mape["memory_idle_duration"])}
+    return out
 
 
 def held_out_steps(setting: str, split: dict, datasets_root: str, models_root=None) -> dict:
@@ -291,15 +325,27 @@ def network_held_out(split: dict) -> dict | None:
         return None
 
 
+def compared(cycle: dict) -> tuple:
+    """``(the cycle's, the other's)`` memory-duration figures on held-out families that decide
+    which a profile takes: a family the inspector never saw gets the unseen-family rule's step
+    (:func:`unseen_rule_held_out`), so where the rule's figures exist it is the cycle times the
+    rule's step against the rule's own durations; else the cycle times the inspector's held-out
+    step against the inspector's own. (None, None) where neither pair is complete."""
+    for mine, theirs in (("with_unseen_rule_step", "unseen_rule_held_out"), ("with_held_out_step", "network_held_out")):
+        if cycle.get(mine) and cycle.get(theirs):
+            return cycle[mine], cycle[theirs]
+    return None, None
+
+
 def cycle_wins(cycle: dict) -> bool:
     """Whether a setting's profiles take their memory durations from the simulated cycle: where
-    it was scored with the inspector's held-out step and beat the inspector's own durations on
-    held-out families, burst and idle both. (A parameter-server worker's level after its
-    backward pass sits at its midpoint for most of the step, so its share flips on a few MB:
-    the cycle does not place it, and its network keeps the durations.)"""
-    held, network = cycle.get("with_held_out_step"), cycle.get("network_held_out")
-    return bool(held and network and held["burst_mape"] <= network["burst_mape"]
-                and held["idle_mape"] <= network["idle_mape"])
+    it beat the other durations on held-out families (:func:`compared`), burst and idle both.
+    (A parameter-server worker's level after its backward pass sits at its midpoint for most of
+    the step, so its share flips on a few MB: the cycle does not place it, and its network
+    keeps the durations.)"""
+    held, other = compared(cycle)
+    return bool(held and other and held["burst_mape"] <= other["burst_mape"]
+                and held["idle_mape"] <= other["idle_mape"])
 
 
 def family_split(setting: str, evaluation_dir: str) -> dict:

@@ -42,18 +42,20 @@ def with_trees(inspector, dataset, split, random_state: int = 0):
     return out
 
 
-def fit_roofline(inspector, dataset, split, overlap: bool = False, terms: str = "all"):
+def fit_roofline(inspector, dataset, split, overlap: bool = False, terms: str = "all", messages: bool = True):
     """A :class:`~driple.inspector.roofline.RooflineMember` fitted on the split's training jobs of
     ``dataset`` for ``inspector``'s targets, divided by its host figures (else the dataset's), every
     mode ``"inspector"``: the one way a roofline is fitted for a checkpoint, whether it joins the
     seen-family prediction (:func:`with_roofline`) or an unseen family's
-    (``scripts/calibrate_unseen_families.py``)."""
+    (``scripts/calibrate_unseen_families.py``); ``messages``: with the cost per message
+    (:func:`~driple.inspector.roofline.term_columns`)."""
     from driple.inspector.graph_inputs import stack_graph_features, stack_targets
     from driple.inspector.roofline import fit_member
 
     train = [dataset[i] for i in split.train]
     return fit_member(stack_graph_features(train), stack_targets(train), inspector.targets,
-                      dataset.setting, inspector.host or training_host(dataset), overlap=overlap, terms=terms)
+                      dataset.setting, inspector.host or training_host(dataset), overlap=overlap, terms=terms,
+                      messages=messages)
 
 
 def with_roofline(inspector, dataset, split, overlap: bool = True):

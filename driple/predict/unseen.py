@@ -292,7 +292,8 @@ def nested_choice(targets: Sequence[str], folds, coverage: float = 0.9, rule: st
     *other* folds alone; the modes of the winner (chosen on the other folds) are then applied to
     the fold, none if nothing won there. ``folds``: one list of folds, or ``{option: folds}``.
     Needs 4 folds or more. Returns ``{"scores"`` (pooled over the folds), ``"chosen"`` (per
-    fold: ``"modes"`` (one option) or the option's name, or ``"as is"``)``}``."""
+    fold: ``"modes"`` (one option) or the option's name, or ``"as is"``), ``"predicted"`` (the
+    folds' rows in order)``}``."""
     from driple.inspector.scores import score_table
 
     options = dict(folds) if isinstance(folds, Mapping) else {"modes": folds}
@@ -312,4 +313,4 @@ def nested_choice(targets: Sequence[str], folds, coverage: float = 0.9, rule: st
         chosen.append("as is" if use is None else use)
         measured.append(fold["measured"]), predicted.append(np.clip(p, 0, None))
     return {"scores": score_table(np.concatenate(measured), np.concatenate(predicted), list(targets)),
-            "chosen": chosen}
+            "chosen": chosen, "predicted": np.concatenate(predicted)}

@@ -106,7 +106,8 @@ def variant_folds(setting: str, family: dict, inspector, variants) -> tuple:
                               f"family split any more; run the evaluation again")
         test, part = [index[j] for j in ids], slice(start, start + len(ids))
         start += len(ids)
-        rooflines = {v: RooflineEstimator(**ROOFLINE_VARIANTS[v]).fit(ds, split.train).predict(ds, test)
+        rooflines = {v: RooflineEstimator(**ROOFLINE_VARIANTS[v], messages=own_messages(inspector)).fit(
+                         ds, split.train).predict(ds, test)
                      for v in sorted(set(variants) | {"all"})}
         if not np.allclose(rooflines["all"], arrays["roofline"][part], rtol=1e-6, equal_nan=True):
             raise DripleError(f"{setting}: the roofline fitted again on {fold['held_out']}'s training jobs is not "
@@ -122,7 +123,31 @@ def shipped_members(inspector, ds, split, variants) -> dict:
     from driple.inspector.ensemble import fit_roofline
     from driple.predict.unseen import ROOFLINE_VARIANTS
 
-    return {v: fit_roofline(inspector, ds, split, **ROOFLINE_VARIANTS[v]) for v in variants}
+    return {v: fit_roofline(inspector, ds, split, **ROOFLINE_VARIANTS[v], messages=own_messages(inspector))
+            for v in variants}
+
+
+#: Targets whose nested held-out predictions are kept per job: the step a held-out family is
+#: given (what the memory cycle's durations are scored with, ``scripts/fit_memory.py``) and the
+#: memory durations they are compared with.
+KEPT_PER_JOB = ("step_time", "memory_burst_duration", "memory_idle_duration")
+
+
+def nested_held_out(nested: dict, folds: list, targets: list) -> dict:
+    """``{"per_job": {target: {job_id: value}}, "mape": {target: MAPE}}`` of the nested rule's
+    held-out predictions for :data:`KEPT_PER_JOB` (the folds' test jobs, in their order)."""
+    ids = [str(j) for fold in folds for j in fold["test_job_ids"]]
+    kept = [t for t in KEPT_PER_JOB if t in targets]
+    return {"per_job": {t: dict(zip(ids, (float(v) for v in nested["predicted"][:, targets.index(t)])))
+                        for t in kept},
+            "mape": {t: nested["scores"][t]["mape"] for t in kept}}
+
+
+def own_messages(inspector) -> bool:
+    """Whether the rooflines fitted again for ``inspector`` take the cost per message: as its own
+    roofline was fitted (a checkpoint from before the term refits without it, so that its
+    evaluation's held-out rooflines come out the same); with it where it has none."""
+    return bool(inspector.roofline.messages) if inspector.roofline is not None else True
 
 
 def out_of_zoo_figures(calibration, inspector, evaluation_dir: str, setting: str) -> list:
@@ -210,7 +235,7 @@ def attach(setting: str, accuracy: dict, models_dir: str, file: str, roofline_mo
         if nested:
             n = table_summary(nested["scores"])
             figures["nested"] = {"step_time_mape": n["step_time_mape"], "median_mape": n["mape_median"],
-                                 "chosen": nested["chosen"]}
+                                 "chosen": nested["chosen"], **nested_held_out(nested, family["folds"], targets)}
     if with_modes:
         cal = calibrate(targets, everything["measured"], everything["inspector"], everything["roofline"],
                         families=(), rooflines=members)

@@ -28,7 +28,11 @@ def test_jobs_the_cycle_explains_are_scored_exactly():
     frame = pd.DataFrame(rows)
     tails = np.array([truth.tail(c, 1.0, 1.0) for c in cycles])
     steps = {r["job_id"]: r["step_time"] * 1.1 for r in rows}  # a step predicted 10 % long
-    r = cycle_durations(frame, cycles, (tails, np.full(len(rows), np.nan)), host, np.ones(len(rows), dtype=bool), steps)
+    rule = {r["job_id"]: r["step_time"] * 0.95 for r in rows}  # the unseen-family rule's: 5 % short
+    r = cycle_durations(frame, cycles, (tails, np.full(len(rows), np.nan)), host, np.ones(len(rows), dtype=bool), steps,
+                        rule)
+    assert r["with_unseen_rule_step"]["idle_mape"] == pytest.approx(5.0, rel=1e-6)
+    assert r["with_unseen_rule_step"]["step_mape"] == pytest.approx(5.0, rel=1e-6)
     assert r["with_measured_step"]["burst_mape"] == pytest.approx(0.0, abs=1e-6)
     assert r["with_measured_step"]["idle_mape"] == pytest.approx(0.0, abs=1e-6)
     assert r["with_held_out_step"]["burst_mape"] == pytest.approx(10.0, rel=1e-6)
@@ -42,6 +46,30 @@ def test_the_cycle_is_used_only_where_it_beat_the_network():
     assert cycle_wins(won)
     assert not cycle_wins({**won, "network_held_out": {"burst_mape": 50.2, "idle_mape": 13.0}})
     assert not cycle_wins({"with_measured_step": {"burst_mape": 1.0, "idle_mape": 1.0}})
+    # a family never trained on gets the unseen-family rule's step: where its figures exist they decide
+    rule = {"with_unseen_rule_step": {"burst_mape": 12.0, "idle_mape": 13.0},
+            "unseen_rule_held_out": {"burst_mape": 17.8, "idle_mape": 41.3}}
+    assert cycle_wins({**won, **rule, "network_held_out": {"burst_mape": 10.0, "idle_mape": 10.0}})
+    assert not cycle_wins({**won, **rule, "unseen_rule_held_out": {"burst_mape": 11.0, "idle_mape": 41.3}})
+    assert cycle_wins({**won, "with_unseen_rule_step": rule["with_unseen_rule_step"]})  # no rule figures: as before
+
+
+def test_the_unseen_rule_s_held_out_steps_are_read_beside_the_evaluation(tmp_path):
+    import json
+
+    from driple.errors import DripleError
+    from driple.evaluation.memory import unseen_rule_held_out
+
+    assert unseen_rule_held_out("s", str(tmp_path)) == {}
+    nested = {"per_job": {"step_time": {"j1": 0.5, "j2": 1.0}},
+              "mape": {"step_time": 9.5, "memory_burst_duration": 17.8, "memory_idle_duration": 41.3}}
+    (tmp_path / "unseen_families.json").write_text(json.dumps({"settings": {"s": {"nested": nested}}}))
+    assert unseen_rule_held_out("s", str(tmp_path)) == {
+        "steps": {"j1": 0.5, "j2": 1.0}, "durations": {"burst_mape": 17.8, "idle_mape": 41.3}}
+    assert unseen_rule_held_out("other", str(tmp_path)) == {}
+    (tmp_path / "unseen_families.json").write_text("{not json")
+    with pytest.raises(DripleError, match="not readable"):
+        unseen_rule_held_out("s", str(tmp_path))
 
 
 def test_the_report_says_which_durations_profiles_take():
@@ -55,9 +83,14 @@ def test_the_report_says_which_durations_profiles_take():
         "b": {"lofo_mape": 3.2, "lofo_median": 2.4, "out_of_zoo": {"x": {"mape": 14.6}},
               "cycle": {**cycle, "network_held_out": {"burst_mape": 50.2, "idle_mape": 13.0}}}}})
     rows = [line for line in lines if line.startswith("| a ") or line.startswith("| b ")]
-    assert rows[0].endswith("| 13.4 / 14.2 % (10.8 %) | 19.8 / 32.3 % | the cycle |")
+    assert rows[0].endswith("| 13.4 / 14.2 % (10.8 %) | 19.8 / 32.3 % | - | - | the cycle |")
     assert "| 14.6 % |" in rows[1] and rows[1].endswith("| the inspector |")
     assert not any("another machine" in line for line in lines)
+    ruled = {**cycle, "with_unseen_rule_step": {"burst_mape": 12.0, "idle_mape": 13.0, "step_mape": 9.5},
+             "unseen_rule_held_out": {"burst_mape": 17.8, "idle_mape": 41.3}}
+    row = [line for line in report_memory({"settings": {"c": {"lofo_mape": 0.7, "cycle": ruled}}})
+           if line.startswith("| c ")][0]
+    assert row.endswith("| 12.0 / 13.0 % (9.5 %) | 17.8 / 41.3 % | the cycle |")
     other = {"jobs": 83, "lofo_mape": 0.70, "lofo_median": 0.63, "out_of_zoo": {"v2/ooz": {"mape": 1.94}},
              "cycle": {"share_mae": 0.02, "with_measured_step": {"burst_mape": 6.2, "idle_mape": 7.0}}}
     lines = report_memory({"settings": {"b": {"lofo_mape": 3.2, "other_machines": {"v2/b": other}}}})

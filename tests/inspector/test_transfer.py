@@ -132,3 +132,30 @@ def test_finetune_options_keep_the_source_s_but_not_its_weight_average(dataset):
     tuned = finetune_options(source, {"epochs": 7})
     assert (tuned.ema, tuned.lr, tuned.epochs, tuned.target_scaling) == (0.0, 2e-3, 7, "ln")
     assert finetune_options(source, {"ema": 0.9}).ema == 0.9
+
+
+def test_transfer_study_repeats_each_run_per_seed_and_scores_the_joined_inspector(dataset):
+    """Seeds change which jobs a fraction keeps, not the test jobs; with a roofline each row
+    scores the joined inspector and keeps the network's own; the summary compares seed means."""
+    from driple.evaluation.transfer import mean_rows, run_study, summarize
+    from driple.hardware.host_speed import HostSpeed
+    from driple.inspector.splits import random_split
+    from driple.inspector.train import preset, train_inspector
+
+    split = random_split(dataset)
+    config, options = preset("hybrid", hidden_channels=8, num_repeats=2, epochs=3, patience=3, networks=1)
+    host = HostSpeed(flops_per_s=1e9, memory_bytes_per_s=1e10, memory_bytes=8e9, cpu_model="test")
+    source = train_inspector(dataset[split.train], dataset[split.val], options, config, host=host, progress=False)
+    rows = run_study(source, dataset, [0.5, 1.0], ["scratch"], options, progress=False, seeds=[0, 1],
+                     roofline=True)
+    assert [(r["seed"], r["fraction"]) for r in rows] == [(0, 0.5), (0, 1.0), (1, 0.5), (1, 1.0)]
+    assert all(r["roofline"] and np.isfinite(r["network_nrmse"]) and np.isfinite(r["nrmse"]) for r in rows)
+    means = {r["fraction"]: r for r in mean_rows(rows)}
+    half = [r["nrmse"] for r in rows if r["fraction"] == 0.5]
+    assert means[0.5]["seeds"] == 2 and means[0.5]["nrmse"] == pytest.approx(np.mean(half))
+    assert means[0.5]["nrmse_sd"] == pytest.approx(np.std(half))
+    summary = summarize(rows, 0.05)
+    assert summary[0].startswith(f"reference: scratch on 100% of the data, NRMSE {means[1.0]['nrmse']:.3f}, mean of 2 seeds")
+    # one seed: the runs as before, no roofline unless asked
+    single = run_study(source, dataset, [1.0], ["scratch"], options, progress=False)
+    assert [r["seed"] for r in single] == [options.seed] and "network_nrmse" not in single[0]

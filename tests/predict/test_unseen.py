@@ -78,6 +78,15 @@ def test_nested_choice_decides_on_the_other_folds_only():
     odd["inspector"], odd["roofline"][:, 0] = odd["measured"].copy(), odd["measured"][:, 0] * 2
     out = nested_choice(TARGETS, folds + [odd])
     assert out["chosen"][-1] == "modes"  # decided by the four others
+    assert out["predicted"].shape == (75, len(TARGETS))  # the folds' rows, in order
+    exact = nested_choice(TARGETS, folds)["predicted"]
+    assert exact[15:30, 0] == pytest.approx(folds[1]["roofline"][:, 0])  # the step: the roofline's, exact
+    from driple.shipping.unseen_families import nested_held_out
+
+    ids = [{"test_job_ids": [f"f{k}-{i}" for i in range(15)]} for k in range(5)]
+    kept = nested_held_out(out, ids, TARGETS)
+    assert kept["per_job"]["step_time"]["f4-0"] == pytest.approx(out["predicted"][60, 0])
+    assert set(kept["per_job"]) == {"step_time"} and kept["mape"]["step_time"] == out["scores"]["step_time"]["mape"]
     with pytest.raises(DripleError, match="at least 4"):
         nested_choice(TARGETS, folds[:3])
 
