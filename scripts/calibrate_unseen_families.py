@@ -24,8 +24,11 @@ set with the lower cross-fitted median wins) are fitted here again per fold on t
 training jobs (seconds; the evaluation's own roofline is checked to come out the same) and, for
 the variants the modes use, on the inspector's training jobs into the checkpoint: a mode is
 applied with the roofline it was chosen with. The figures go to ``unseen_families.json`` beside
-``accuracy.json`` (held-out families cross-fitted and nested; the out-of-zoo sets of the
-evaluation, never used to choose), which ``reproduce.py --report`` reads.
+``accuracy.json`` (held-out families cross-fitted and nested, the nested rule's step time and
+memory durations per held-out job, which ``scripts/fit_memory.py`` scores the memory cycle with;
+the out-of-zoo sets of the evaluation, never used to choose), which ``reproduce.py --report``
+reads. The rooflines are fitted again as the checkpoint's own was, with or without the cost per
+message.
 
 Run it after the evaluation that produced the calibration, on the inspectors that evaluation
 evaluated (the same checkpoints: the calibration is of their configuration and training jobs).

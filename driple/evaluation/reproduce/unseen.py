@@ -30,6 +30,8 @@ def unseen_modes(report: dict, nominal: float) -> dict | None:
                             everything["roofline"], families=(), coverage=nominal)
         check = cross_fitted(report["targets"], held, nominal)
         nested = nested_choice(report["targets"], held, nominal) if len(folds) >= 4 else None
+        if nested:  # its predictions are the held-out rows below, joined as it chose
+            nested = {k: v for k, v in nested.items() if k != "predicted"}
     except DripleError as err:  # too few held-out jobs for a target
         return {"error": str(err)}
     # the held-out predictions themselves (folds' test jobs in order): later analyses of the
