@@ -3,22 +3,30 @@
     python scripts/transfer_study.py --from trained_models/cpu-ddp-w2-lo --dataset datasets/v2/cpu-ddp-w2-1g
     python scripts/transfer_study.py --from trained_models/S --dataset datasets/T \\
         --fractions 0.1 0.2 0.4 0.6 0.8 1.0 --schemes paper mlp scratch --json study.json
+    python scripts/transfer_study.py --from trained_models/cpu-ddp-w2-lo --dataset datasets/v2/cpu-fsdp-w2-1g \
+        --fractions 0.2 0.4 0.6 1.0 --schemes paper scratch --seeds 0 1 2 3 4   # means over five seeds
 
 For each fraction of the target's training (and validation) jobs and each scheme (paper: second
 half of φr + MLP; mlp: MLP only; scratch: a fresh inspector) this fine-tunes on the same seeded
 split of the target dataset and prints the mean NRMSE / MAPE over the 13 targets (12 burst/idle
 metrics and the step time) on the target's test jobs and the wall time of training. The summary names, per scheme, the least fraction
 whose NRMSE is within ``--tolerance`` of scratch on all the data, and the speed-up in time.
+With ``--seeds`` every run repeats per seed (which training jobs a fraction keeps, the
+training's start; the test jobs stay) and the summary compares the means; where the source has
+a roofline each fine-tuned network is scored joined to a roofline fitted on the same jobs, as a
+shipped inspector is (``--no-roofline``: the networks alone).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import torch
 
 from driple.collect.provenance import script_stamp
+from driple.errors import DripleError
 from driple.evaluation.transfer import mean_rows, run_study, summarize
 from driple.inspector.checkpoint import load_inspector
 from driple.inspector.dataset import InspectorDataset
@@ -47,7 +55,24 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON here")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
+    bad = [f for f in args.fractions if not 0 < f <= 1]
+    if bad:
+        parser.error(f"--fractions are shares of the target's training jobs, in (0, 1]: not {bad[0]:g}")
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        parser.error(f"--json {args.json}: no such directory (checked before the runs, not after)")
+    try:
+        return study(args, argv)
+    except DripleError as err:
+        print(f"transfer_study: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("transfer_study: interrupted; nothing written", file=sys.stderr)
+        return 130
 
+
+def study(args, argv) -> int:
+    """Load the source and the target's dataset, run every fraction, scheme and seed, print the
+    table and the summary, and write ``--json``."""
     torch.set_num_threads(args.threads)
     source = load_inspector(args.source)
     builder = source.info.get("builder", {})
