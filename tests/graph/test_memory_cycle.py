@@ -149,3 +149,24 @@ def test_a_sharded_worker_tail_follows_its_last_reduce_scatter_and_its_collectiv
                          compute=compute[np.argsort(compute[:, 0])])
     assert comm_fraction({"worker0": plain}) == 0.0
     assert tail_fraction({"worker0": plain}) == pytest.approx(0.30)  # what follows the longest, 40-70
+
+
+def test_collective_weights_are_fitted_on_the_share_of_the_step_they_take():
+    """Sharded cycles whose measured share in collectives follows known weights: the fit recovers
+    them, and on noisy shares its mean error in the share is near zero."""
+    rng = np.random.default_rng(3)
+    cycles = []
+    for i in range(40):
+        c = hand_cycle([1, 2, 2, 1], param_bytes=float(rng.uniform(0.5, 3)), optimizer=["sgd", "adam"][i % 2])
+        c.total_comm_calls, c.total_comm_bytes = float(rng.integers(2, 60)), float(rng.uniform(0.1, 3.0))
+        cycles.append(c)
+    tails = rng.uniform(0.02, 0.1, len(cycles))
+    truth = np.array([0.02, 0.3, 0.05])
+    r = np.array([truth @ c.comm_features(1.0, 1.0) for c in cycles])
+    phi = r * (1 - tails) / (1 + r)
+    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=phi)
+    assert fit.comm == pytest.approx(list(truth), rel=1e-4, abs=1e-8)
+    noisy = np.clip(phi * rng.lognormal(0.0, 0.3, len(phi)), 0.0, 0.9)
+    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=noisy)
+    x = np.array([np.dot(fit.comm, c.comm_features(1.0, 1.0)) for c in cycles])
+    assert abs(np.mean(x * (1 - tails) / (1 + x) - noisy)) < 0.01
