@@ -93,7 +93,7 @@ def study(args, argv) -> int:
         print(f"mean over seeds:\n{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'sd':>6s} {'MAPE%':>8s} {'step%':>8s}")
         for r in sorted(mean_rows(rows), key=lambda r: (r["fraction"], r["scheme"])):
             print(f"{r['fraction']:8.0%} {r['scheme']:8s} {r['n_train']:6d} {r['nrmse']:8.3f} {r['nrmse_sd']:6.3f} "
-                  f"{r['mape']:8.1f} {r['step_mape']:8.1f}")
+                  f"{r['mape']:8.1f} {float('nan') if r['step_mape'] is None else r['step_mape']:8.1f}")
     print("\n".join(summarize(rows, args.tolerance)))
     if args.json:
         with open(args.json, "w") as f:

@@ -42,8 +42,9 @@ def run_study(source, dataset, fractions, schemes, options, progress=True, seeds
                     row = {**row, **{f"network_{k}": v for k, v in _test_scores(tuned).items()},
                            **_test_scores(joined), "roofline": True}
                 rows.append(row)
+                step = float("nan") if row["step_mape"] is None else row["step_mape"]
                 print(f"{seed:4d} {fraction:8.0%} {scheme:8s} {t['n_train']:6d} {row['nrmse']:8.3f} "
-                      f"{row['mape']:8.1f} {row['step_mape']:8.1f} {t['seconds']:9.1f} {row['epochs']:7d}", flush=True)
+                      f"{row['mape']:8.1f} {step:8.1f} {t['seconds']:9.1f} {row['epochs']:7d}", flush=True)
     return rows
 
 
