@@ -102,6 +102,18 @@ class MemoryCycle:
         comes after the backward pass (the step starts at the resting level) and each blocking
         collective takes ``comm[0]`` roofline-seconds plus ``comm[1]`` times its copy-seconds,
         and the first one ``comm[2]`` more (its third weight, where given)."""
+        times, levels, midpoint = self.placed(tail, flops_per_s, bytes_per_s, comm)
+        if midpoint is None:
+            return 0.0
+        spans = np.diff(times)
+        return float(np.clip(spans[levels > midpoint].sum(), 0.0, 1.0))
+
+    def placed(self, tail: float, flops_per_s: float, bytes_per_s: float,
+               comm: Sequence[float] = (0.0, 0.0, 0.0)) -> tuple:
+        """``(times, levels, midpoint)``: the step as :meth:`burst_fraction` reads it, each level
+        holding from its time (a share of the step) to the next, the last until 1; ``levels``
+        above the resting level at the step's start; ``midpoint`` None where the level never
+        rises."""
         tail = float(np.clip(tail, 0.0, 0.95))
         per_call, per_byte, first = (list(comm) + [0.0, 0.0, 0.0])[:3]
 
@@ -115,10 +127,7 @@ class MemoryCycle:
         times = np.concatenate([[0.0], at, [1 - tail, 1.0]])
         levels = np.concatenate([[0.0], self.levels, [self.tail_bytes]])
         low, peak = levels.min(), max(levels.max(), self.end_bytes)
-        if peak <= low:
-            return 0.0
-        spans = np.diff(times)
-        return float(np.clip(spans[levels > (low + peak) / 2].sum(), 0.0, 1.0))
+        return times, levels, ((low + peak) / 2 if peak > low else None)
 
     def to_dict(self) -> dict:
         return {"flops": [float(v) for v in self.flops], "bytes": [float(v) for v in self.bytes],
