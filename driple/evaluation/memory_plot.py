@@ -75,7 +75,7 @@ def job_curves(dataset_dir: str, job_id: str, figures: str | None = None) -> dic
         raise DripleError(f"job {job_id}'s model could not be traced again")
     fit, f_s, b_s = setting_fit(str(row["setting"]), figures)
     tail = fit.tail(cycle, f_s, b_s)
-    at, levels, midpoint = cycle.placed(tail, f_s, b_s, fit.comm)
+    at, levels, midpoint = fit.placed(cycle, f_s, b_s)
     low = float(mb.min())
     return {"job_id": str(job_id), "model": str(row["model"]).rsplit(":", 1)[-1], "family": str(row["family"]),
             "batch_size": int(row["batch_size"]), "optimizer": str(row["optimizer"]),

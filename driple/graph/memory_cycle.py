@@ -14,7 +14,7 @@ holds until the next). So the share of a step spent above the midpoint follows f
   there (a parameter-server worker's pulled copy of the parameters, after its push and the
   server's update: it raises the step's peak, and so its midpoint, for no time);
 - their place in time: each op's roofline cost (FLOPs at the machine's GEMM rate plus bytes
-  read and written at its copy bandwidth), forward and backward;
+  read and written at its copy bandwidth over :data:`BYTES_WEIGHT`), forward and backward;
 - the tail, the share of the step after the backward pass (the optimizer's update, the last
   communication): ``tail / (1 - tail)`` is linear in the parameter bytes per forward-and-backward
   second, one coefficient per optimizer kind, in the bytes of the strategy's last message (a DDP
@@ -34,6 +34,12 @@ import numpy as np
 
 #: Sampled points kept per step (the forward's plateaus merged; beyond this, evenly thinned).
 MAX_POINTS = 400
+
+#: What an op's bytes cost against a streaming copy of as many bytes at the machine's copy
+#: bandwidth: eager elementwise and layout ops move their bytes at about two thirds of it.
+#: Chosen on ``cpu-ddp-w2-lo``'s held-out families (1, 1.25, 1.5, 1.75, 2, 2.5 tried; the share
+#: error 0.0353 -> 0.0343 at 1.5), then applied to every setting (``docs/memory.md``).
+BYTES_WEIGHT = 1.5
 
 #: Optimizer kinds of the tail fit: plain SGD touches a parameter's bytes about twice, the Adam
 #: family about four times (two moments), so each has its own coefficient.
@@ -246,14 +252,17 @@ class TailFit:
     coef: list = field(default_factory=lambda: [0.0] * (len(TAIL_KINDS) + 2))
     fitted_on: str = ""
     comm: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    bytes_weight: float = 1.0  # a fit from before BYTES_WEIGHT reads as it was made
 
     @classmethod
     def fit(cls, cycles: Sequence[MemoryCycle], tails: Sequence[float], flops_per_s: float,
-            bytes_per_s: float, fitted_on: str = "", comm_fractions: Optional[Sequence[float]] = None) -> "TailFit":
+            bytes_per_s: float, fitted_on: str = "", comm_fractions: Optional[Sequence[float]] = None,
+            bytes_weight: float = BYTES_WEIGHT) -> "TailFit":
         from scipy.optimize import nnls
 
         from driple.errors import DripleError
 
+        bytes_per_s = bytes_per_s / bytes_weight  # an op's bytes at its effective rate, everywhere below
         tails = np.asarray(tails, dtype=np.float64)
         ok = np.isfinite(tails) & (tails >= 0) & (tails < 1)
         if ok.sum() < len(TAIL_KINDS) + 2:
@@ -270,25 +279,35 @@ class TailFit:
                 xc = np.array([c.comm_features(flops_per_s, bytes_per_s) for c, k in zip(cycles, use) if k])
                 start = nnls(xc, phi[use] / rest[use])[0]
                 comm = [float(v) for v in _fraction_fit(xc, phi[use], tails[use], start)]
-        return cls([float(v) for v in coef], fitted_on, comm)
+        return cls([float(v) for v in coef], fitted_on, comm, float(bytes_weight))
 
     def tail(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
-        r = float(np.dot(self.coef, cycle.tail_features(flops_per_s, bytes_per_s)))
+        r = float(np.dot(self.coef, cycle.tail_features(flops_per_s, bytes_per_s / self.bytes_weight)))
         return r / (1 + r)
 
     def burst_fraction(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> float:
-        return cycle.burst_fraction(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s, bytes_per_s, self.comm)
+        return cycle.burst_fraction(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s,
+                                    bytes_per_s / self.bytes_weight, self.comm)
+
+    def placed(self, cycle: MemoryCycle, flops_per_s: float, bytes_per_s: float) -> tuple:
+        """:meth:`MemoryCycle.placed` as :meth:`burst_fraction` places ``cycle``: ``(times,
+        levels, midpoint)``."""
+        return cycle.placed(self.tail(cycle, flops_per_s, bytes_per_s), flops_per_s,
+                            bytes_per_s / self.bytes_weight, self.comm)
 
     def to_dict(self) -> dict:
         return {"coef": list(self.coef), "features": [f"{k}_param_bytes_per_fb_second" for k in TAIL_KINDS]
                 + ["last_message_bytes_per_fb_second", "1"],
                 "comm": list(self.comm), "comm_features": ["collectives_per_fb_second", "collective_bytes_per_fb_second",
                                                            "first_collective_per_fb_second"],
-                "fitted_on": self.fitted_on}
+                "bytes_weight": float(self.bytes_weight), "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TailFit":
         comm = [float(v) for v in d.get("comm", (0.0, 0.0, 0.0))]
         if len(comm) not in (2, 3):
             raise ValueError(f"'comm' holds {len(comm)} weights, not 3 (per collective, per byte, the first)")
-        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")), comm)
+        weight = float(d.get("bytes_weight", 1.0))
+        if not np.isfinite(weight) or weight <= 0:
+            raise ValueError(f"'bytes_weight' is {weight}, not a positive number")
+        return cls([float(v) for v in d["coef"]], str(d.get("fitted_on", "")), comm, weight)

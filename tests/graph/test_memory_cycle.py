@@ -93,11 +93,14 @@ def test_tail_fit_recovers_its_coefficients():
         c.last_message_bytes = float(i % 5) / 4
     truth = np.array([0.3, 0.7, 0.2, 0.05])
     r = np.array([truth @ c.tail_features(1.0, 1.0) for c in cycles])
-    fit = TailFit.fit(cycles, r / (1 + r), 1.0, 1.0, fitted_on="synthetic")
+    fit = TailFit.fit(cycles, r / (1 + r), 1.0, 1.0, fitted_on="synthetic", bytes_weight=1.0)
     assert fit.coef == pytest.approx(list(truth), rel=1e-6)
     assert fit.tail(cycles[0], 1.0, 1.0) == pytest.approx(r[0] / (1 + r[0]))
     assert TailFit.from_dict(fit.to_dict()).coef == fit.coef
     assert TailFit.from_dict({"coef": fit.coef}).comm == [0.0, 0.0, 0.0]  # a fit from before collectives
+    assert TailFit.from_dict({"coef": fit.coef}).bytes_weight == 1.0  # and from before the bytes' weight
+    with pytest.raises(ValueError, match="bytes_weight"):
+        TailFit.from_dict({**fit.to_dict(), "bytes_weight": 0})
     with pytest.raises(ValueError, match="not 3"):
         TailFit.from_dict({**fit.to_dict(), "comm": [1.0]})
 
@@ -164,9 +167,31 @@ def test_collective_weights_are_fitted_on_the_share_of_the_step_they_take():
     truth = np.array([0.02, 0.3, 0.05])
     r = np.array([truth @ c.comm_features(1.0, 1.0) for c in cycles])
     phi = r * (1 - tails) / (1 + r)
-    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=phi)
+    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=phi, bytes_weight=1.0)
     assert fit.comm == pytest.approx(list(truth), rel=1e-4, abs=1e-8)
     noisy = np.clip(phi * rng.lognormal(0.0, 0.3, len(phi)), 0.0, 0.9)
-    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=noisy)
+    fit = TailFit.fit(cycles, tails, 1.0, 1.0, comm_fractions=noisy, bytes_weight=1.0)
     x = np.array([np.dot(fit.comm, c.comm_features(1.0, 1.0)) for c in cycles])
     assert abs(np.mean(x * (1 - tails) / (1 + x) - noisy)) < 0.01
+
+
+def test_an_op_s_bytes_weigh_as_the_fit_says_everywhere():
+    """A fit with a bytes' weight W places, times the tail and round-trips as one made at a copy
+    bandwidth W times lower with weight 1."""
+    rng = np.random.default_rng(5)
+    cycles = []
+    for i in range(12):
+        c = hand_cycle([1, 4, 3, 1], param_bytes=float(rng.uniform(0.5, 3)), optimizer=["sgd", "adam"][i % 2])
+        c.bytes = np.array([1.0, 2.0, 3.0, 4.0]) * float(rng.uniform(0.5, 2))
+        c.total_bytes = float(c.bytes[-1])
+        cycles.append(c)
+    tails = rng.uniform(0.02, 0.2, len(cycles))
+    heavy = TailFit.fit(cycles, tails, 1.0, 1.0, bytes_weight=2.0)
+    plain = TailFit.fit(cycles, tails, 1.0, 0.5, bytes_weight=1.0)
+    assert heavy.coef == pytest.approx(plain.coef) and heavy.bytes_weight == 2.0
+    for c in cycles:
+        assert heavy.tail(c, 1.0, 1.0) == pytest.approx(plain.tail(c, 1.0, 0.5))
+        assert heavy.burst_fraction(c, 1.0, 1.0) == pytest.approx(plain.burst_fraction(c, 1.0, 0.5))
+        assert heavy.placed(c, 1.0, 1.0)[0] == pytest.approx(plain.placed(c, 1.0, 0.5)[0])
+    again = TailFit.from_dict(heavy.to_dict())
+    assert again.bytes_weight == 2.0 and again.burst_fraction(cycles[0], 1.0, 1.0) == heavy.burst_fraction(cycles[0], 1.0, 1.0)
