@@ -89,17 +89,18 @@ def study(args, argv) -> int:
           f"{'train s':>9s} {'epochs':>7s}")
     rows = run_study(source, dataset, sorted(args.fractions), args.schemes, options,
                      progress=not args.quiet, seeds=args.seeds, roofline=roofline)
+    means, summary = mean_rows(rows), summarize(rows, args.tolerance)
     if len({r["seed"] for r in rows}) > 1:
         print(f"mean over seeds:\n{'fraction':>8s} {'scheme':8s} {'jobs':>6s} {'NRMSE':>8s} {'sd':>6s} {'MAPE%':>8s} {'step%':>8s}")
-        for r in sorted(mean_rows(rows), key=lambda r: (r["fraction"], r["scheme"])):
+        for r in sorted(means, key=lambda r: (r["fraction"], r["scheme"])):
             print(f"{r['fraction']:8.0%} {r['scheme']:8s} {r['n_train']:6d} {r['nrmse']:8.3f} {r['nrmse_sd']:6.3f} "
                   f"{r['mape']:8.1f} {float('nan') if r['step_mape'] is None else r['step_mape']:8.1f}")
-    print("\n".join(summarize(rows, args.tolerance)))
+    print("\n".join(summary))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"source": source.setting, "target": dataset.setting, "roofline": roofline,
-                       "seeds": sorted({r["seed"] for r in rows}), "rows": rows, "means": mean_rows(rows),
-                       "summary": summarize(rows, args.tolerance), **script_stamp("transfer_study.py", argv)}, f, indent=2)
+                       "seeds": sorted({r["seed"] for r in rows}), "rows": rows, "means": means,
+                       "summary": summary, **script_stamp("transfer_study.py", argv)}, f, indent=2)
     return 0
 
 

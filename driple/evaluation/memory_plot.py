@@ -39,7 +39,7 @@ def job_curves(dataset_dir: str, job_id: str, figures: str | None = None) -> dic
     of it, MB, its collectives, the label's share above the midpoint and tail) and the job's
     simulated cycle placed with its setting's fit (``simulated``: times, MB over the measured
     low, midpoint, share, tail)."""
-    from driple.collect.labels.timeline import tail_fraction
+    from driple.collect.labels.timeline import span_curves, tail_fraction
     from driple.collect.timeline.record import COMM_KINDS, load_job_timelines
     from driple.evaluation.memory import simulated_cycles
     from driple.inspector.dataset import read_results
@@ -61,11 +61,10 @@ def job_curves(dataset_dir: str, job_id: str, figures: str | None = None) -> dic
     if not len(iters) or not len(tl.mem):
         raise DripleError(f"job {job_id}'s worker has no measured iteration with memory samples")
     lo, hi = (int(v) for v in iters[len(iters) // 2])
-    mem = tl.mem[np.argsort(tl.mem[:, 0], kind="stable")]
-    start = max(int(np.searchsorted(mem[:, 0], lo, side="right")) - 1, 0)  # the sample in force at lo
-    inside = mem[start:int(np.searchsorted(mem[:, 0], hi, side="left"))]
-    times = np.clip((inside[:, 0] - lo) / (hi - lo), 0.0, 1.0)
-    mb = inside[:, 1] / 2**20
+    curve = next(span_curves(tl.mem, np.array([[lo, hi]])), None)  # the curve as the label reads it
+    if curve is None:
+        raise DripleError(f"job {job_id}'s worker has no memory sample in its middle measured iteration")
+    times, mb = (curve[1][:-1] - lo) / (hi - lo), curve[2] / 2**20
     blocking = [COMM_KINDS[k] for k in ("allgather", "reducescatter", "allreduce")]
     comm = tl.comm[np.isin(tl.comm[:, 2], blocking) & (tl.comm[:, 3] >= lo) & (tl.comm[:, 3] < hi)]
     burst, idle = float(row["memory_burst_duration"]), float(row["memory_idle_duration"])

@@ -5,9 +5,10 @@ keeps it in its report).
 One run per fraction, scheme and seed: the test jobs stay (the target's seeded split), the seed
 draws which training jobs a fraction keeps and starts the training. One seed's comparison of two
 schemes on a few dozen test jobs moves by more than their difference, so the summary compares
-means over seeds. With ``roofline``, each fine-tuned network gets a roofline fitted on the same
-jobs, joined as a shipped inspector joins it (:func:`driple.inspector.ensemble.with_roofline`):
-the study then scores what a user of the target setting would get, not the network alone.
+means over seeds. With ``roofline``, each fine-tuned network gets a roofline fitted on the jobs it
+was tuned on (its recorded split), joined as a shipped inspector joins it
+(:func:`driple.inspector.ensemble.with_roofline`): the study then scores what a user of the
+target setting would get, not the network alone.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def run_study(source, dataset, fractions, schemes, options, progress=True, seeds
     and epochs (a line printed per run); with ``roofline`` those of the joined inspector, the
     network's own kept as ``network_*``."""
     from driple.inspector.ensemble import with_roofline
-    from driple.inspector.splits import random_split
-    from driple.inspector.transfer import finetune, subsample
+    from driple.inspector.splits import Split, random_split
+    from driple.inspector.transfer import finetune
 
     split = random_split(dataset, seed=options.seed)
     rows = []
@@ -33,14 +34,14 @@ def run_study(source, dataset, fractions, schemes, options, progress=True, seeds
             for scheme in schemes:
                 tuned = finetune(source, dataset, fraction=fraction, scheme=scheme, split=split,
                                  options=replace(options, seed=seed), progress=progress)
-                t = tuned.info["transfer"]
+                t, own = tuned.info["transfer"], _test_scores(tuned)
                 row = {"seed": seed, "fraction": fraction, "scheme": scheme, "n_train": t["n_train"],
-                       **_test_scores(tuned), "seconds": t["seconds"], "epochs": tuned.info["history"]["epochs"],
+                       **own, "seconds": t["seconds"], "epochs": tuned.info["history"]["epochs"],
                        "trainable_parameters": t["trainable_parameters"]}
                 if roofline:
-                    joined = with_roofline(tuned, dataset, subsample(split, fraction, seed=seed))
-                    row = {**row, **{f"network_{k}": v for k, v in _test_scores(tuned).items()},
-                           **_test_scores(joined), "roofline": True}
+                    joined = with_roofline(tuned, dataset, Split.from_dict(tuned.info["split"], dataset))
+                    row = {**row, **{f"network_{k}": v for k, v in own.items()}, **_test_scores(joined),
+                           "roofline": True}
                 rows.append(row)
                 step = float("nan") if row["step_mape"] is None else row["step_mape"]
                 print(f"{seed:4d} {fraction:8.0%} {scheme:8s} {t['n_train']:6d} {row['nrmse']:8.3f} "

@@ -92,7 +92,7 @@ def busy_per_span(runs: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.n
     return busy, starting_before_end - ended_before_start
 
 
-def _span_curves(mem: np.ndarray, spans: np.ndarray):
+def span_curves(mem: np.ndarray, spans: np.ndarray):
     """``(i, times, values)`` of the step curve ``mem`` (rows ``t, bytes``; a value holds until
     the next sample) on each span ``i`` that has samples: ``times`` has one more entry than
     ``values`` (the span's end). Before a first sample inside a span the curve is unknown."""
@@ -113,7 +113,7 @@ def memory_per_span(mem: np.ndarray, spans: np.ndarray):
     (``mem`` rows ``t, bytes``; the value holds until the next sample); NaN without samples."""
     n = len(spans)
     peak, low, above = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    for i, times, vals in _span_curves(mem, spans):
+    for i, times, vals in span_curves(mem, spans):
         dur = np.diff(times).astype(np.float64)
         peak[i], low[i] = vals.max(), vals.min()
         mid = (peak[i] + low[i]) / 2
@@ -125,7 +125,7 @@ def memory_burst_runs(mem: np.ndarray, spans: np.ndarray) -> np.ndarray:
     """``[m, 2]`` intervals in which allocated bytes are above their iteration's midpoint (the
     memory bursts that :func:`memory_per_span` times), for drawing."""
     out = []
-    for _, times, vals in _span_curves(mem, spans):
+    for _, times, vals in span_curves(mem, spans):
         mid = (vals.max() + vals.min()) / 2
         if vals.max() > vals.min():
             out += [(times[k], times[k + 1]) for k in np.flatnonzero(vals > mid)]
